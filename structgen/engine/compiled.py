@@ -1,0 +1,178 @@
+"""A grammar compiled against one tokenizer: parser, lexers and token masks.
+
+Masks are computed in two parts (XGrammar's adaptive cache, llguidance's
+lexer-first walk): the tokens that stay inside the current lexeme depend only
+on the lexer state and are cached per lexer state; tokens that cross a lexeme
+boundary are continued from the recorded boundary nodes with the parser's next
+lexer, usually a few small subtrees.  Full masks are cached per
+(configuration, lexer state), so recurring states cost a dictionary hit.
+"""
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+
+import numpy as np
+
+from ..grammar.ir import GrammarIR
+from .lexer import Lexer, LexerCache
+from .parser import Parser
+from .rules import build_rule_automata, compute_costs
+from .trie import TokenTrie, walk
+
+MASK_CACHE_ENTRIES = 4096
+INSIDE_CACHE_ENTRIES = 8192
+_inside_cache: OrderedDict = OrderedDict()
+_inside_lock = threading.Lock()
+
+
+class CompiledGrammar:
+    """Immutable grammar tables plus thread-safe lazily filled caches."""
+
+    def __init__(self, ir: GrammarIR, tokenizer, trie: TokenTrie, *, kind: str = "grammar", validator=None):
+        self.ir = ir
+        self.kind = kind
+        self.tokenizer = tokenizer
+        self.trie = trie
+        self.validator = validator  # final-output check for lenient compiles
+        names = list(ir.terminals)
+        self.term_names = names
+        term_index = {n: i for i, n in enumerate(names)}
+        self.term_dfas = [ir.terminals[n].dfa for n in names]
+        ignore = frozenset(term_index[n] for n in names if ir.terminals[n].ignore)
+        autos, rule_index = build_rule_automata(ir, term_index)
+        self.rule_names = list(rule_index)
+        compute_costs(autos, [d.min_length() for d in self.term_dfas])
+        self.parser = Parser(autos, rule_index[ir.start], ignore)
+        self.lexers = LexerCache(self.term_dfas)
+        self.vocab_size = tokenizer.vocab_size
+        self.n_words = (self.vocab_size + 31) // 32
+        self.eos_ids = tuple(t for t in tokenizer.eos_ids if t < self.vocab_size)
+        self._lock = threading.RLock()
+        self._masks: OrderedDict[tuple[int, int, int], np.ndarray] = OrderedDict()
+        self._ev_nodes = np.empty(trie.n_nodes + 1, dtype=np.int32)
+        self._ev_states = np.empty(trie.n_nodes + 1, dtype=np.int32)
+
+    # -- state helpers ---------------------------------------------------------
+    def lexer_for(self, cid: int) -> Lexer:
+        return self.lexers.get(self.parser.configs[cid].allowed)
+
+    def advance(self, cid: int, lx: Lexer, ls: int, data: bytes):
+        """Feed bytes from a state; returns the new (cid, lexer, lexer state) or None."""
+        parser = self.parser
+        tl = lx.trans_list
+        cm = lx.classmap_list
+        for b in data:
+            ns = tl[ls][cm[b]]
+            if ns >= 0:
+                ls = ns
+                continue
+            a = int(lx.boundary[ls])
+            if a < 0:
+                return None
+            cid = parser.scan(cid, lx.acc_sets[a])
+            if cid < 0:
+                return None
+            lx = self.lexer_for(cid)
+            tl = lx.trans_list
+            cm = lx.classmap_list
+            ls = tl[0][cm[b]]
+            if ls < 0:
+                return None
+        return cid, lx, ls
+
+    def can_end(self, cid: int, lx: Lexer, ls: int) -> bool:
+        if ls == 0:
+            return self.parser.configs[cid].can_end
+        a = int(lx.acc_id[ls])
+        if a < 0:
+            return False
+        c2 = self.parser.scan(cid, lx.acc_sets[a])
+        return c2 >= 0 and self.parser.configs[c2].can_end
+
+    def min_completion(self, cid: int, lx: Lexer, ls: int) -> float:
+        """Fewest bytes that finish the output from this state (budget guard)."""
+        parser = self.parser
+        if ls == 0:
+            return parser.cost(cid)
+        best = float("inf")
+        for t, d in lx.completions(ls):
+            c2 = parser.scan(cid, frozenset((t,)))
+            if c2 >= 0:
+                best = min(best, d + parser.cost(c2))
+        return best
+
+    # -- masks -------------------------------------------------------------------
+    def mask(self, cid: int, lx: Lexer, ls: int) -> np.ndarray:
+        """uint32 words, bit t set when token t is allowed (EOS included when the output can end)."""
+        key = (cid, lx.id, ls)
+        with self._lock:
+            m = self._masks.get(key)
+            if m is not None:
+                self._masks.move_to_end(key)
+                return m
+            inside, ev_nodes, ev_states, _ = self._inside_walk(lx, ls)
+            m = inside.copy()
+            if len(ev_nodes):
+                self._continue(cid, lx, ev_nodes, ev_states, m, 0)
+            if self.can_end(cid, lx, ls):
+                for e in self.eos_ids:
+                    m[e >> 5] |= np.uint32(1 << (e & 31))
+            self._masks[key] = m
+            if len(self._masks) > MASK_CACHE_ENTRIES:
+                self._masks.popitem(last=False)
+            return m
+
+    def _inside_walk(self, lx: Lexer, ls: int):
+        """Tokens that stay inside the current lexeme, plus where lexemes end.
+
+        Depends only on the lexer core and state, so it is shared by every
+        grammar (and schema) that uses the same terminals."""
+        key = (id(lx.core), id(self.trie), ls)
+        with _inside_lock:
+            hit = _inside_cache.get(key)
+            if hit is not None and hit[3] is lx.core:
+                _inside_cache.move_to_end(key)
+                return hit
+        t = self.trie
+        m = np.zeros(self.n_words, dtype=np.uint32)
+        n = walk(t.node_byte, t.node_depth, t.node_end, t.tok_ptr, t.tok_ids, lx.trans, lx.classmap, lx.boundary,
+                 np.zeros(1, dtype=np.int32), np.array([ls], dtype=np.int32), m, self._ev_nodes, self._ev_states,
+                 t.max_depth)
+        hit = (m, self._ev_nodes[:n].copy(), self._ev_states[:n].copy(), lx.core)
+        with _inside_lock:
+            _inside_cache[key] = hit
+            if len(_inside_cache) > INSIDE_CACHE_ENTRIES:
+                _inside_cache.popitem(last=False)
+        return hit
+
+    def _continue(self, cid: int, lx: Lexer, nodes: np.ndarray, states: np.ndarray, m: np.ndarray, depth: int) -> None:
+        t = self.trie
+        acc = lx.boundary[states]
+        for a in np.unique(acc):
+            sel = nodes[acc == a]
+            c2 = self.parser.scan(cid, lx.acc_sets[int(a)])
+            if c2 < 0:
+                continue
+            lx2 = self.lexer_for(c2)
+            st = lx2.trans[0, lx2.classmap[t.node_byte[sel]]]
+            ok = st >= 0
+            if not ok.any():
+                continue
+            ev_n = np.empty(t.n_nodes + 1, dtype=np.int32) if depth else self._ev_nodes
+            ev_s = np.empty(t.n_nodes + 1, dtype=np.int32) if depth else self._ev_states
+            roots = np.ascontiguousarray(sel[ok])
+            n = walk(t.node_byte, t.node_depth, t.node_end, t.tok_ptr, t.tok_ids, lx2.trans, lx2.classmap,
+                     lx2.boundary, roots, np.ascontiguousarray(st[ok]).astype(np.int32), m, ev_n, ev_s, t.max_depth)
+            if n:
+                self._continue(c2, lx2, ev_n[:n].copy(), ev_s[:n].copy(), m, depth + 1)
+
+    # -- introspection --------------------------------------------------------------
+    def stats(self) -> dict:
+        return {
+            "terminals": len(self.term_dfas),
+            "rules": len(self.rule_names),
+            "configs": len(self.parser.configs),
+            "lexers": len(self.lexers.lexers),
+            "cached_masks": len(self._masks),
+        }

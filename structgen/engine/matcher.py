@@ -1,0 +1,183 @@
+"""The Matcher: one per request, the contract every other part relies on.
+
+Names follow XGrammar's GrammarMatcher (architecture.md §3).  State is three
+integers (parser configuration, lexer, lexer state); history is a list of
+them, so ``rollback(k)`` is O(k) whatever the length of the output.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .compiled import CompiledGrammar
+
+
+class Matcher:
+    """Tracks one output against a compiled grammar, token by token."""
+
+    def __init__(self, grammar: CompiledGrammar, *, max_rollback_tokens: int | None = None):
+        self.grammar = grammar
+        self.max_rollback_tokens = max_rollback_tokens
+        self.reset()
+
+    # -- state ------------------------------------------------------------------
+    def reset(self) -> None:
+        g = self.grammar
+        cid = g.parser.initial
+        self._state = (cid, g.lexer_for(cid), 0)
+        self._history: list[tuple] = []
+        self._terminated = False
+        self._bytes: list[bytes] = []
+
+    def copy(self) -> "Matcher":
+        m = Matcher.__new__(Matcher)
+        m.grammar = self.grammar
+        m.max_rollback_tokens = self.max_rollback_tokens
+        m._state = self._state
+        m._history = list(self._history)
+        m._terminated = self._terminated
+        m._bytes = list(self._bytes)
+        return m
+
+    @property
+    def vocab_size(self) -> int:
+        return self.grammar.vocab_size
+
+    def is_accepting(self) -> bool:
+        """True when the output so far is complete (EOS may follow)."""
+        return self._terminated or self.grammar.can_end(*self._state)
+
+    def is_terminated(self) -> bool:
+        """True once EOS was accepted, or when nothing but EOS can follow."""
+        if self._terminated:
+            return True
+        cid, lx, ls = self._state
+        return ls == 0 and not self.grammar.parser.configs[cid].allowed and self.is_accepting()
+
+    def output_bytes(self) -> bytes:
+        return b"".join(self._bytes)
+
+    # -- masks ---------------------------------------------------------------------
+    def next_token_mask(self) -> np.ndarray:
+        """The allowed set as uint32 words (bit t of word t//32); read-only, cached."""
+        if self._terminated:
+            return np.zeros(self.grammar.n_words, dtype=np.uint32)
+        return self.grammar.mask(*self._state)
+
+    def fill_next_token_bitmask(self, bitmask, index: int = 0) -> None:
+        """Write row ``index`` of an int32 bitmask (torch tensor or numpy array)
+        of shape [batch, ceil(V/32)]; extra words beyond the vocabulary are zeroed."""
+        words = self.next_token_mask().view(np.int32)
+        row = bitmask[index]
+        width = row.shape[0]
+        n = min(width, len(words))
+        if isinstance(row, np.ndarray):
+            row[:n] = words[:n]
+            row[n:] = 0
+        else:  # torch tensor
+            import torch
+
+            row[:n].copy_(torch.from_numpy(words[:n]))
+            if width > n:
+                row[n:] = 0
+
+    def is_token_allowed(self, token_id: int) -> bool:
+        m = self.next_token_mask()
+        return 0 <= token_id < self.grammar.vocab_size and bool((m[token_id >> 5] >> np.uint32(token_id & 31)) & 1)
+
+    # -- advancing --------------------------------------------------------------------
+    def accept_token(self, token_id: int) -> bool:
+        """Advance by one token; False (state unchanged) when it is not allowed."""
+        if self._terminated:
+            return False
+        g = self.grammar
+        if token_id in g.eos_ids:
+            if not self.is_accepting():
+                return False
+            self._push(self._state, b"")
+            self._terminated = True
+            return True
+        tb = g.tokenizer.token_bytes
+        if not (0 <= token_id < len(tb)) or token_id in g.tokenizer.special_ids or not tb[token_id]:
+            return False
+        nxt = g.advance(*self._state, tb[token_id])
+        if nxt is None:
+            return False
+        self._push(nxt, tb[token_id])
+        return True
+
+    def accept_bytes(self, data: bytes) -> bool:
+        """Advance by raw bytes (jump-forward, tests); all-or-nothing; one history entry."""
+        if self._terminated:
+            return False
+        nxt = self.grammar.advance(*self._state, data)
+        if nxt is None:
+            return False
+        self._push(nxt, data)
+        return True
+
+    def accept_string(self, text: str) -> bool:
+        return self.accept_bytes(text.encode("utf-8"))
+
+    def _push(self, new_state, data: bytes) -> None:
+        self._history.append((self._state, self._terminated))
+        self._bytes.append(data)
+        self._state = new_state
+        if self.max_rollback_tokens is not None and len(self._history) > self.max_rollback_tokens:
+            del self._history[0]
+
+    def rollback(self, num_tokens: int = 1) -> None:
+        """Undo the last ``num_tokens`` accepted tokens (or byte chunks)."""
+        if num_tokens > len(self._history):
+            raise ValueError(f"cannot roll back {num_tokens} tokens; only {len(self._history)} in history")
+        for _ in range(num_tokens):
+            self._state, self._terminated = self._history.pop()
+            self._bytes.pop()
+
+    def validate_tokens(self, tokens: list[int]) -> int:
+        """How many of ``tokens`` would be accepted in order; the state is unchanged."""
+        n = 0
+        for t in tokens:
+            if not self.accept_token(t):
+                break
+            n += 1
+        self.rollback(n)
+        return n
+
+    # -- look-ahead ----------------------------------------------------------------
+    def allowed_next_bytes(self) -> list[int]:
+        if self._terminated:
+            return []
+        g = self.grammar
+        return [b for b in range(256) if g.advance(*self._state, bytes((b,))) is not None]
+
+    def forced_continuation(self, limit: int = 256) -> bytes:
+        """Bytes the grammar forces next (empty when there is a choice or EOS is possible)."""
+        g = self.grammar
+        state = self._state
+        out = bytearray()
+        if self._terminated:
+            return b""
+        while len(out) < limit:
+            if g.can_end(*state):
+                break
+            nxt = None
+            only = None
+            for b in range(256):
+                r = g.advance(*state, bytes((b,)))
+                if r is not None:
+                    if nxt is not None:
+                        nxt = None
+                        only = -1
+                        break
+                    nxt, only = r, b
+            if nxt is None or only is None or only < 0:
+                break
+            out.append(only)
+            state = nxt
+        return bytes(out)
+
+    def min_completion_bytes(self) -> float:
+        """Fewest bytes that complete the output from here (0 when accepting)."""
+        if self._terminated:
+            return 0.0
+        return self.grammar.min_completion(*self._state)

@@ -1,0 +1,146 @@
+"""The parser: sets of rule stacks, interned so that equal states share an id.
+
+A *configuration* is the set of stacks the grammar could be in at a lexeme
+boundary (several when the grammar is ambiguous, e.g. ``anyOf``), each closed
+so its top frame expects a terminal.  Interning turns configurations into
+small integers, and ``scan`` is memoised: in practice the parser behaves like
+a lazily built DFA over terminals, which makes masks cacheable by state and
+rollback a matter of popping a history list.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..errors import GrammarError
+from .rules import RuleAutomaton
+
+FRAME_BITS = 22
+FRAME_MASK = (1 << FRAME_BITS) - 1
+MAX_STACKS = 4096
+MAX_DEPTH = 4096
+
+
+@dataclass(frozen=True)
+class Config:
+    stacks: frozenset  # of tuple[int, ...] (frames, bottom first)
+    can_end: bool
+    after_ignore: bool
+    allowed: frozenset  # terminal ids a lexeme may be now
+
+
+class Parser:
+    def __init__(self, autos: list[RuleAutomaton], start_rule: int, ignore_terms: frozenset[int]):
+        self.autos = autos
+        self.start_rule = start_rule
+        self.ignore = ignore_terms
+        self.configs: list[Config] = []
+        self._index: dict[tuple, int] = {}
+        self._scan: dict[tuple[int, frozenset], int] = {}
+        self._closure: dict[tuple, tuple[frozenset, bool]] = {}
+        self._cost: dict[int, float] = {}
+        self.initial = self._intern(*self._close_all([((start_rule << FRAME_BITS) | 0,)]), False)
+
+    # -- construction -------------------------------------------------------
+    def _closure_of(self, stack: tuple) -> tuple[frozenset, bool]:
+        hit = self._closure.get(stack)
+        if hit is not None:
+            return hit
+        autos = self.autos
+        out = set()
+        can_end = False
+        work = [stack]
+        seen = set()
+        while work:
+            st = work.pop()
+            if st in seen:
+                continue
+            seen.add(st)
+            if not st:
+                can_end = True
+                continue
+            if len(st) > MAX_DEPTH:
+                raise GrammarError(f"nesting deeper than {MAX_DEPTH} levels")
+            top = st[-1]
+            r, s = top >> FRAME_BITS, top & FRAME_MASK
+            a = autos[r]
+            if a.term_edges[s]:
+                out.add(st)
+            below = st[:-1]
+            for n, nxt in a.nt_edges[s]:
+                work.append(below + ((r << FRAME_BITS) | nxt, n << FRAME_BITS))
+            if a.final[s]:
+                work.append(below)
+        res = (frozenset(out), can_end)
+        if len(self._closure) < 200_000:
+            self._closure[stack] = res
+        return res
+
+    def _close_all(self, stacks) -> tuple[frozenset, bool]:
+        out: set = set()
+        can_end = False
+        for st in stacks:
+            s, e = self._closure_of(st)
+            out |= s
+            can_end |= e
+            if len(out) > MAX_STACKS:
+                raise GrammarError(
+                    f"the grammar is too ambiguous here (over {MAX_STACKS} parse stacks); simplify anyOf/oneOf overlaps"
+                )
+        return frozenset(out), can_end
+
+    def _intern(self, stacks: frozenset, can_end: bool, after_ignore: bool) -> int:
+        key = (stacks, can_end, after_ignore)
+        cid = self._index.get(key)
+        if cid is None:
+            allowed = set()
+            for st in stacks:
+                top = st[-1]
+                allowed.update(self.autos[top >> FRAME_BITS].term_edges[top & FRAME_MASK])
+            if not after_ignore and (allowed or can_end):
+                allowed |= self.ignore
+            cid = len(self.configs)
+            self.configs.append(Config(stacks, can_end, after_ignore, frozenset(allowed)))
+            self._index[key] = cid
+        return cid
+
+    # -- queries ----------------------------------------------------------------
+    def scan(self, cid: int, terms: frozenset) -> int:
+        """Configuration after a lexeme matching any of ``terms``; -1 if none fits."""
+        key = (cid, terms)
+        hit = self._scan.get(key)
+        if hit is not None:
+            return hit
+        cfg = self.configs[cid]
+        real = terms - self.ignore if terms - self.ignore else terms
+        moved = []
+        for st in cfg.stacks:
+            top = st[-1]
+            r, s = top >> FRAME_BITS, top & FRAME_MASK
+            edges = self.autos[r].term_edges[s]
+            for t in real:
+                nxt = edges.get(t)
+                if nxt is not None:
+                    moved.append(st[:-1] + ((r << FRAME_BITS) | nxt,))
+        if moved:
+            stacks, can_end = self._close_all(moved)
+            res = self._intern(stacks, can_end, False)
+        elif real & self.ignore and not cfg.after_ignore:
+            res = self._intern(cfg.stacks, cfg.can_end, True)
+        else:
+            res = -1
+        self._scan[key] = res
+        return res
+
+    def cost(self, cid: int) -> float:
+        """Min bytes of lexemes needed to finish from this configuration."""
+        c = self._cost.get(cid)
+        if c is None:
+            cfg = self.configs[cid]
+            best = 0.0 if cfg.can_end else float("inf")
+            for st in cfg.stacks:
+                total = 0.0
+                for fr in st:
+                    total += self.autos[fr >> FRAME_BITS].cost[fr & FRAME_MASK]
+                best = min(best, total)
+            self._cost[cid] = c = best
+        return c

@@ -1,0 +1,173 @@
+"""The vocabulary as a byte trie in preorder arrays, and the numba walk over it.
+
+Nodes are stored in depth-first order with the index one past their subtree,
+so a mask computation is a single forward scan that skips a whole subtree as
+soon as the lexer dies (the classic trie walk of XGrammar and llguidance).
+Special tokens and tokens with no bytes are not in the trie: a grammar can
+never allow them.
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+from pathlib import Path
+
+import numba
+import numpy as np
+
+
+class TokenTrie:
+    __slots__ = ("node_byte", "node_depth", "node_end", "tok_ptr", "tok_ids", "n_nodes", "max_depth",
+                 "token_bytes", "vocab_size")
+
+    def __init__(self, node_byte, node_depth, node_end, tok_ptr, tok_ids, token_bytes, vocab_size):
+        self.node_byte = node_byte
+        self.node_depth = node_depth
+        self.node_end = node_end
+        self.tok_ptr = tok_ptr
+        self.tok_ids = tok_ids
+        self.n_nodes = len(node_byte)
+        self.max_depth = int(node_depth.max()) if len(node_depth) else 0
+        self.token_bytes = token_bytes
+        self.vocab_size = vocab_size
+
+    @classmethod
+    def build(cls, token_bytes: list[bytes], excluded: frozenset[int], vocab_size: int) -> "TokenTrie":
+        items = sorted((b, i) for i, b in enumerate(token_bytes) if b and i not in excluded)
+        node_byte = [0]
+        node_depth = [0]
+        node_end = [0]
+        node_tok: list[list[int]] = [[]]
+        path = [0]  # node index per depth
+        prev = b""
+        for data, tid in items:
+            if data == prev:
+                node_tok[path[-1]].append(tid)
+                continue
+            lcp = 0
+            m = min(len(data), len(prev))
+            while lcp < m and data[lcp] == prev[lcp]:
+                lcp += 1
+            del path[lcp + 1:]
+            for d in range(lcp, len(data)):
+                node_byte.append(data[d])
+                node_depth.append(d + 1)
+                node_end.append(0)
+                node_tok.append([])
+                path.append(len(node_byte) - 1)
+            node_tok[path[-1]].append(tid)
+            prev = data
+        n = len(node_byte)
+        depth = np.array(node_depth, dtype=np.int32)
+        end = _subtree_ends(depth)
+        counts = np.array([len(t) for t in node_tok], dtype=np.int32)
+        tok_ptr = np.zeros(n + 1, dtype=np.int32)
+        np.cumsum(counts, out=tok_ptr[1:])
+        tok_ids = np.array([t for ts in node_tok for t in ts], dtype=np.int32)
+        return cls(np.array(node_byte, dtype=np.uint8), depth, end, tok_ptr, tok_ids, token_bytes, vocab_size)
+
+    @classmethod
+    def cached(cls, token_bytes: list[bytes], excluded: frozenset[int], vocab_size: int,
+               fingerprint: str | None = None) -> "TokenTrie":
+        """Build once per tokenizer and keep the arrays on disk."""
+        if fingerprint is None:
+            h = hashlib.sha256()
+            for b in token_bytes:
+                h.update(len(b).to_bytes(2, "little"))
+                h.update(b)
+            h.update(repr(sorted(excluded)).encode())
+            fingerprint = h.hexdigest()[:24]
+        root = Path(os.environ.get("STRUCTGEN_CACHE", Path.home() / ".cache" / "structgen")) / "tries"
+        path = root / f"{fingerprint}-{vocab_size}.npz"
+        try:
+            z = np.load(path)
+            return cls(z["node_byte"], z["node_depth"], z["node_end"], z["tok_ptr"], z["tok_ids"], token_bytes,
+                       vocab_size)
+        except (OSError, KeyError, ValueError):
+            pass
+        trie = cls.build(token_bytes, excluded, vocab_size)
+        try:
+            root.mkdir(parents=True, exist_ok=True)
+            tmp = path.with_suffix(f".{os.getpid()}.tmp.npz")
+            np.savez(tmp, node_byte=trie.node_byte, node_depth=trie.node_depth, node_end=trie.node_end,
+                     tok_ptr=trie.tok_ptr, tok_ids=trie.tok_ids)
+            os.replace(tmp, path)
+        except OSError:
+            pass
+        return trie
+
+
+@numba.njit(cache=True, nogil=True)
+def _subtree_ends(depth):
+    n = len(depth)
+    end = np.empty(n, dtype=np.int32)
+    stack = np.empty(n + 1, dtype=np.int32)
+    sp = 0
+    for i in range(n):
+        d = depth[i]
+        while sp > 0 and depth[stack[sp - 1]] >= d:
+            end[stack[sp - 1]] = i
+            sp -= 1
+        stack[sp] = i
+        sp += 1
+    while sp > 0:
+        end[stack[sp - 1]] = n
+        sp -= 1
+    return end
+
+
+@numba.njit(cache=True, nogil=True)
+def walk(node_byte, node_depth, node_end, tok_ptr, tok_ids, trans, classmap, boundary,
+         roots, root_states, mask, ev_nodes, ev_states, max_depth):
+    """Walk the subtrees under ``roots`` (state *at* each root given).
+
+    Sets the mask bit of every token whose bytes keep the lexer alive; records
+    (node, state before the node's byte) where the current lexeme must end
+    (dead transition from an accepting state) for the caller to continue with
+    the parser's next lexer.  Returns the number of such events.
+    """
+    n_ev = 0
+    state_at = np.empty(max_depth + 2, dtype=np.int32)
+    for k in range(len(roots)):
+        r = roots[k]
+        state_at[node_depth[r]] = root_states[k]
+        for p in range(tok_ptr[r], tok_ptr[r + 1]):
+            t = tok_ids[p]
+            mask[t >> 5] |= np.uint32(1) << np.uint32(t & 31)
+        j = r + 1
+        end = node_end[r]
+        while j < end:
+            d = node_depth[j]
+            ps = state_at[d - 1]
+            ns = trans[ps, classmap[node_byte[j]]]
+            if ns < 0:
+                if boundary[ps] >= 0:
+                    ev_nodes[n_ev] = j
+                    ev_states[n_ev] = ps
+                    n_ev += 1
+                j = node_end[j]
+                continue
+            state_at[d] = ns
+            for p in range(tok_ptr[j], tok_ptr[j + 1]):
+                t = tok_ids[p]
+                mask[t >> 5] |= np.uint32(1) << np.uint32(t & 31)
+            j += 1
+    return n_ev
+
+
+@numba.njit(cache=True, nogil=True)
+def advance_bytes(trans, classmap, state, data, start):
+    """Feed ``data[start:]`` to a lexer DFA; return (state, index where it stopped).
+
+    Stops at the first byte with no transition (index < len) so the caller can
+    end the lexeme there; returns len(data) when every byte was consumed.
+    """
+    i = start
+    n = len(data)
+    while i < n:
+        ns = trans[state, classmap[data[i]]]
+        if ns < 0:
+            return state, i
+        state = ns
+        i += 1
+    return state, n

@@ -1,0 +1,57 @@
+"""One exception hierarchy, so callers can catch ``StructgenError`` and every
+message says *where* (a JSON pointer or a position) and *why*."""
+from __future__ import annotations
+
+
+class StructgenError(Exception):
+    """Base class of every error structgen raises on purpose."""
+
+
+class GrammarError(StructgenError):
+    """A regular expression or grammar that is malformed or too large to compile.
+
+    ``position`` is the character offset in the source text when known.
+    """
+
+    def __init__(self, message: str, *, position: int | None = None, source: str | None = None):
+        self.position = position
+        self.source = source
+        where = f" at position {position}" if position is not None else ""
+        super().__init__(f"{message}{where}")
+
+
+class SchemaError(StructgenError):
+    """An invalid or unsatisfiable JSON Schema; ``pointer`` names the subschema."""
+
+    def __init__(self, message: str, *, pointer: str = ""):
+        self.pointer = pointer
+        super().__init__(f"{pointer or '#'}: {message}")
+
+
+class UnsupportedFeature(StructgenError):
+    """A schema keyword (or regex construct) structgen cannot enforce exactly.
+
+    Raised instead of silently over- or under-approximating; pass
+    ``lenient=True`` to ``compile_json_schema`` to opt in to validation
+    after generation instead.
+    """
+
+    def __init__(self, message: str, *, pointer: str = "", keyword: str | None = None):
+        self.pointer = pointer
+        self.keyword = keyword
+        super().__init__(f"{pointer or '#'}: {message}")
+
+
+class GenerationError(StructgenError):
+    """Generation stopped before the constraint was satisfied (e.g. max_tokens).
+
+    ``partial`` holds the text produced so far; it is never returned as valid.
+    """
+
+    def __init__(self, message: str, *, partial: str = ""):
+        self.partial = partial
+        super().__init__(message)
+
+
+class ModelNotFound(StructgenError):
+    """The requested model (or the embedded default) is not installed."""

@@ -1,0 +1,433 @@
+"""Byte-level finite automata: the one representation every terminal compiles to.
+
+An ``NFA`` is built by the front ends (regex, JSON Schema strings, numeric
+ranges); ``determinize`` turns it into a dense ``DFA`` over *byte classes*
+(bytes that no transition distinguishes share a class), which keeps tables
+small and lets numba walk them.  DFAs are always trimmed: every state can reach
+an accepting state, and a missing transition is ``-1`` (dead).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..errors import GrammarError
+
+#: Hard caps that keep compiles bounded; exceeding one raises GrammarError.
+MAX_NFA_STATES = 400_000
+MAX_DFA_STATES = 60_000
+
+
+class NFA:
+    """Thompson-style NFA over bytes; edges carry inclusive byte ranges."""
+
+    __slots__ = ("eps", "edges", "start", "final")
+
+    def __init__(self) -> None:
+        self.eps: list[list[int]] = []
+        self.edges: list[list[tuple[int, int, int]]] = []  # (lo, hi, target)
+        self.start = self.new_state()
+        self.final = self.new_state()
+
+    def new_state(self) -> int:
+        if len(self.eps) >= MAX_NFA_STATES:
+            raise GrammarError(
+                f"automaton too large (over {MAX_NFA_STATES} states); reduce repetition bounds or pattern size"
+            )
+        self.eps.append([])
+        self.edges.append([])
+        return len(self.eps) - 1
+
+    def add_eps(self, a: int, b: int) -> None:
+        self.eps[a].append(b)
+
+    def add_range(self, a: int, lo: int, hi: int, b: int) -> None:
+        self.edges[a].append((lo, hi, b))
+
+    def add_bytes(self, a: int, data: bytes, b: int) -> None:
+        """Add a path a -data-> b."""
+        cur = a
+        for i, byte in enumerate(data):
+            nxt = b if i == len(data) - 1 else self.new_state()
+            self.add_range(cur, byte, byte, nxt)
+            cur = nxt
+        if not data:
+            self.add_eps(a, b)
+
+    def add_dfa(self, dfa: "DFA", a: int, b: int) -> None:
+        """Embed a DFA between states a and b (its accepting states eps-link to b)."""
+        base = [self.new_state() for _ in range(dfa.n_states)]
+        self.add_eps(a, base[dfa.start])
+        inv = dfa.class_ranges()
+        for s in range(dfa.n_states):
+            row = dfa.trans[s]
+            for c, ranges in enumerate(inv):
+                t = int(row[c])
+                if t >= 0:
+                    for lo, hi in ranges:
+                        self.add_range(base[s], lo, hi, base[t])
+            if dfa.accept[s]:
+                self.add_eps(base[s], b)
+
+
+@dataclass
+class DFA:
+    """Dense DFA: ``trans[state, classmap[byte]]`` is the next state or -1."""
+
+    trans: np.ndarray  # int32 [n_states, n_classes]
+    accept: np.ndarray  # bool [n_states]
+    classmap: np.ndarray  # int32 [256]
+    start: int = 0
+    _dist: np.ndarray | None = field(default=None, repr=False)
+
+    @property
+    def n_states(self) -> int:
+        return int(self.trans.shape[0])
+
+    @property
+    def n_classes(self) -> int:
+        return int(self.trans.shape[1])
+
+    def class_ranges(self) -> list[list[tuple[int, int]]]:
+        """For each class, its byte values as inclusive ranges."""
+        out: list[list[tuple[int, int]]] = [[] for _ in range(self.n_classes)]
+        cm = self.classmap
+        lo = 0
+        for b in range(1, 257):
+            if b == 256 or cm[b] != cm[lo]:
+                out[int(cm[lo])].append((lo, b - 1))
+                lo = b
+        return out
+
+    def step(self, state: int, byte: int) -> int:
+        return int(self.trans[state, self.classmap[byte]])
+
+    def matches(self, data: bytes) -> bool:
+        s = self.start
+        for b in data:
+            s = self.step(s, b)
+            if s < 0:
+                return False
+        return bool(self.accept[s])
+
+    def is_empty(self) -> bool:
+        return not bool(self.accept.any())
+
+    def accepts_empty(self) -> bool:
+        return bool(self.accept[self.start])
+
+    def dist_to_accept(self) -> np.ndarray:
+        """Length of the shortest accepted suffix from each state (BFS backwards)."""
+        if self._dist is None:
+            n = self.n_states
+            dist = np.full(n, -1, dtype=np.int64)
+            preds: list[list[int]] = [[] for _ in range(n)]
+            for s in range(n):
+                for t in set(int(x) for x in self.trans[s] if x >= 0):
+                    preds[t].append(s)
+            frontier = [int(s) for s in np.nonzero(self.accept)[0]]
+            for s in frontier:
+                dist[s] = 0
+            d = 0
+            while frontier:
+                d += 1
+                nxt = []
+                for t in frontier:
+                    for s in preds[t]:
+                        if dist[s] < 0:
+                            dist[s] = d
+                            nxt.append(s)
+                frontier = nxt
+            self._dist = dist
+        return self._dist
+
+    def shortest_string(self, state: int | None = None) -> bytes:
+        """One shortest accepted suffix from ``state`` (default: start)."""
+        dist = self.dist_to_accept()
+        s = self.start if state is None else state
+        out = bytearray()
+        inv = self.class_ranges()
+        while not self.accept[s]:
+            best = None
+            for c in range(self.n_classes):
+                t = int(self.trans[s, c])
+                if t >= 0 and dist[t] == dist[s] - 1 and inv[c]:
+                    lo = inv[c][0][0]
+                    # prefer printable ASCII for readability
+                    for a, b in inv[c]:
+                        if a <= 0x7E and b >= 0x20:
+                            lo = max(a, 0x20)
+                            break
+                    if best is None or (0x20 <= lo <= 0x7E and not (0x20 <= best[0] <= 0x7E)):
+                        best = (lo, t)
+            assert best is not None
+            out.append(best[0])
+            s = best[1]
+        return bytes(out)
+
+    def min_length(self) -> int:
+        return int(self.dist_to_accept()[self.start])
+
+
+def unique_rows(a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(unique rows, inverse index) of a 2-D integer array, robust to numpy versions."""
+    a = np.ascontiguousarray(a, dtype=np.int64)
+    if a.shape[1] == 0:
+        return a[:1], np.zeros(a.shape[0], dtype=np.int64)
+    v = a.view(np.dtype((np.void, a.dtype.itemsize * a.shape[1]))).reshape(-1)
+    _, idx, inv = np.unique(v, return_index=True, return_inverse=True)
+    return a[idx], inv.reshape(-1)
+
+
+def _refine_classes(range_sets: list[tuple[int, int]]) -> np.ndarray:
+    """Byte classes: bytes not separated by any range boundary share a class."""
+    cuts = np.zeros(257, dtype=bool)
+    cuts[0] = True
+    for lo, hi in range_sets:
+        cuts[lo] = True
+        cuts[hi + 1] = True
+    classmap = np.cumsum(cuts[:256]).astype(np.int32) - 1
+    return classmap
+
+
+def determinize(nfa: NFA) -> DFA:
+    """Subset construction, then trimming of dead states."""
+    all_ranges = [(lo, hi) for edges in nfa.edges for lo, hi, _ in edges]
+    classmap = _refine_classes(all_ranges)
+    n_classes = int(classmap[-1]) + 1 if len(classmap) else 1
+    # representative byte per class
+    rep = np.zeros(n_classes, dtype=np.int64)
+    seen = np.zeros(n_classes, dtype=bool)
+    for b in range(256):
+        c = classmap[b]
+        if not seen[c]:
+            seen[c] = True
+            rep[c] = b
+    # per NFA state: class -> targets
+    cls_edges: list[dict[int, list[int]]] = []
+    for edges in nfa.edges:
+        d: dict[int, list[int]] = {}
+        for lo, hi, t in edges:
+            for c in range(int(classmap[lo]), int(classmap[hi]) + 1):
+                d.setdefault(c, []).append(t)
+        cls_edges.append(d)
+
+    eps = nfa.eps
+    closure_cache: dict[int, frozenset[int]] = {}
+
+    def closure(states) -> frozenset[int]:
+        stack = list(states)
+        seen_s = set(stack)
+        while stack:
+            s = stack.pop()
+            for t in eps[s]:
+                if t not in seen_s:
+                    seen_s.add(t)
+                    stack.append(t)
+        return frozenset(seen_s)
+
+    start = closure([nfa.start])
+    index = {start: 0}
+    order = [start]
+    rows: list[list[int]] = []
+    final = nfa.final
+    i = 0
+    while i < len(order):
+        cur = order[i]
+        i += 1
+        moves: dict[int, set[int]] = {}
+        for s in cur:
+            for c, ts in cls_edges[s].items():
+                moves.setdefault(c, set()).update(ts)
+        row = [-1] * n_classes
+        for c, ts in moves.items():
+            key = frozenset(ts)
+            tgt = closure_cache.get(key) if len(key) == 1 else None
+            if tgt is None:
+                tgt = closure(ts)
+                if len(key) == 1:
+                    closure_cache[key] = tgt
+            j = index.get(tgt)
+            if j is None:
+                j = len(order)
+                if j >= MAX_DFA_STATES:
+                    raise GrammarError(
+                        f"automaton too large (over {MAX_DFA_STATES} DFA states); reduce repetition bounds or pattern size"
+                    )
+                index[tgt] = j
+                order.append(tgt)
+            row[c] = j
+        rows.append(row)
+    trans = np.array(rows, dtype=np.int32).reshape(len(rows), n_classes)
+    accept = np.array([final in st for st in order], dtype=bool)
+    return minimize(trim(DFA(trans, accept, classmap.astype(np.int32), 0)))
+
+
+MINIMIZE_MAX_STATES = 20_000
+
+
+def minimize(dfa: DFA) -> DFA:
+    """Moore partition refinement (vectorised); skipped for very large DFAs."""
+    n = dfa.n_states
+    if n <= 2 or n > MINIMIZE_MAX_STATES:
+        return dfa
+    trans = dfa.trans
+    part = dfa.accept.astype(np.int64)
+    n_parts = len(np.unique(part))
+    while True:
+        succ = np.where(trans >= 0, part[np.maximum(trans, 0)], -1)
+        sig = np.concatenate([part[:, None], succ], axis=1)
+        _, new = unique_rows(sig)
+        k = int(new.max()) + 1
+        if k == n_parts:
+            break
+        part, n_parts = new, k
+    if n_parts == n:
+        return dfa
+    # renumber so the start state's block is 0
+    order = np.full(n_parts, -1, dtype=np.int64)
+    order[part[dfa.start]] = 0
+    nxt = 1
+    for b in part:
+        if order[b] < 0:
+            order[b] = nxt
+            nxt += 1
+    part = order[part]
+    rep = np.zeros(n_parts, dtype=np.int64)
+    rep[part[::-1]] = np.arange(n)[::-1]
+    new_trans = trans[rep]
+    new_trans = np.where(new_trans >= 0, part[np.maximum(new_trans, 0)], -1).astype(np.int32)
+    return compact_classes(DFA(new_trans, dfa.accept[rep].copy(), dfa.classmap, 0))
+
+
+def trim(dfa: DFA) -> DFA:
+    """Remove states that cannot reach acceptance (and unreachable ones)."""
+    n = dfa.n_states
+    trans = dfa.trans
+    # co-reachable
+    alive = dfa.accept.copy()
+    changed = True
+    while changed:
+        nxt = alive | ((trans >= 0) & alive[np.maximum(trans, 0)]).any(axis=1)
+        changed = bool((nxt != alive).any())
+        alive = nxt
+    if not alive[dfa.start]:
+        return empty_dfa()
+    # reachable from start via alive states
+    reach = np.zeros(n, dtype=bool)
+    reach[dfa.start] = True
+    stack = [dfa.start]
+    while stack:
+        s = stack.pop()
+        for t in trans[s]:
+            t = int(t)
+            if t >= 0 and alive[t] and not reach[t]:
+                reach[t] = True
+                stack.append(t)
+    keep = np.nonzero(reach)[0]
+    if len(keep) == n and alive.all():
+        return dfa
+    remap = np.full(n, -1, dtype=np.int32)
+    order = [dfa.start] + [int(s) for s in keep if s != dfa.start]
+    remap[order] = np.arange(len(order), dtype=np.int32)
+    new_trans = trans[order]
+    new_trans = np.where(new_trans >= 0, remap[np.maximum(new_trans, 0)], -1).astype(np.int32)
+    return compact_classes(DFA(new_trans, dfa.accept[order].copy(), dfa.classmap, 0))
+
+
+def compact_classes(dfa: DFA) -> DFA:
+    """Merge byte classes whose columns are identical."""
+    cols, inverse = unique_rows(dfa.trans.T)
+    if cols.shape[0] == dfa.n_classes:
+        return dfa
+    classmap = inverse[dfa.classmap].astype(np.int32)
+    return DFA(np.ascontiguousarray(cols.T).astype(np.int32), dfa.accept, classmap, dfa.start)
+
+
+def empty_dfa() -> DFA:
+    """The DFA of the empty language (one dead, non-accepting start state)."""
+    return DFA(np.full((1, 1), -1, dtype=np.int32), np.zeros(1, dtype=bool), np.zeros(256, dtype=np.int32), 0)
+
+
+def literal_dfa(data: bytes) -> DFA:
+    nfa = NFA()
+    nfa.add_bytes(nfa.start, data, nfa.final)
+    return determinize(nfa)
+
+
+def _joint_classes(a: DFA, b: DFA) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    pairs = a.classmap.astype(np.int64) * (b.n_classes + 1) + b.classmap
+    uniq, classmap = np.unique(pairs, return_inverse=True)
+    ca = (uniq // (b.n_classes + 1)).astype(np.int64)
+    cb = (uniq % (b.n_classes + 1)).astype(np.int64)
+    return classmap.astype(np.int32), ca, cb
+
+
+def product(a: DFA, b: DFA, mode: str = "and") -> DFA:
+    """Intersection (``and``), union (``or``) or difference (``diff``: a minus b)."""
+    classmap, ca, cb = _joint_classes(a, b)
+    n_classes = len(ca)
+    index: dict[tuple[int, int], int] = {}
+    order: list[tuple[int, int]] = []
+    rows = []
+
+    def get(pa: int, pb: int) -> int:
+        key = (pa, pb)
+        j = index.get(key)
+        if j is None:
+            j = len(order)
+            if j >= MAX_DFA_STATES:
+                raise GrammarError(f"automaton too large (over {MAX_DFA_STATES} DFA states) in product")
+            index[key] = j
+            order.append(key)
+        return j
+
+    get(a.start, b.start)
+    i = 0
+    while i < len(order):
+        pa, pb = order[i]
+        i += 1
+        ra = a.trans[pa, ca] if pa >= 0 else np.full(n_classes, -1, dtype=np.int32)
+        rb = b.trans[pb, cb] if pb >= 0 else np.full(n_classes, -1, dtype=np.int32)
+        row = [-1] * n_classes
+        for c in range(n_classes):
+            x, y = int(ra[c]), int(rb[c])
+            if mode == "and" and (x < 0 or y < 0):
+                continue
+            if mode == "or" and x < 0 and y < 0:
+                continue
+            if mode == "diff" and x < 0:
+                continue
+            row[c] = get(x, y)
+        rows.append(row)
+    acc = []
+    for pa, pb in order:
+        xa = pa >= 0 and bool(a.accept[pa])
+        xb = pb >= 0 and bool(b.accept[pb])
+        acc.append(xa and xb if mode == "and" else (xa or xb) if mode == "or" else (xa and not xb))
+    trans = np.array(rows, dtype=np.int32).reshape(len(rows), n_classes)
+    return trim(DFA(trans, np.array(acc, dtype=bool), classmap, 0))
+
+
+def intersect(a: DFA, b: DFA) -> DFA:
+    return product(a, b, "and")
+
+
+def union(a: DFA, b: DFA) -> DFA:
+    return product(a, b, "or")
+
+
+def difference(a: DFA, b: DFA) -> DFA:
+    return product(a, b, "diff")
+
+
+def concat_dfas(parts: list[DFA]) -> DFA:
+    nfa = NFA()
+    cur = nfa.start
+    for p in parts:
+        nxt = nfa.new_state()
+        nfa.add_dfa(p, cur, nxt)
+        cur = nxt
+    nfa.add_eps(cur, nfa.final)
+    return determinize(nfa)

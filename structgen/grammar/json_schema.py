@@ -1,0 +1,1019 @@
+"""JSON Schema (draft 2020-12, with draft-04/07 spellings) to grammar IR.
+
+Design:
+* A subschema is compiled together with every schema that constrains the same
+  value (a *conjunction*: ``allOf`` members, ``$ref`` targets, the siblings of
+  ``anyOf``), so keywords merge exactly instead of being dropped.
+* Strings, numbers and literals become single terminals (byte DFAs); objects
+  and arrays become rules whose bodies are explicit automata (counts of
+  properties/items, optional members and commas without blow-up).
+* ``enum``/``const`` are filtered by validating each candidate against the
+  whole conjunction, so they combine exactly with any other keyword.
+* Property order: the order of ``properties`` (first definition wins across
+  ``allOf``), then required keys not listed there, then additional
+  properties.  Whitespace: ``compact`` (none) or ``flexible`` (JSON
+  whitespace around punctuation, at most ``max_whitespace`` bytes per run).
+* What cannot be enforced exactly raises ``UnsupportedFeature`` with the JSON
+  pointer; ``lenient=True`` instead ignores it and leaves the check to the
+  validator that ``generate_json`` runs on the final output.
+"""
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import unquote, urldefrag, urljoin
+
+from ..errors import SchemaError, UnsupportedFeature
+from .fsa import DFA, difference, intersect, literal_dfa, union
+from .formats import FORMAT_REGEXES, UNSUPPORTED_FORMATS
+from .ir import EPSILON, Alt, Expr, GrammarIR, Graph, Sym, alt, seq
+from .json_strings import literal_strings, string_dfa
+from .numbers import number_dfa
+
+TYPES = ("null", "boolean", "integer", "number", "string", "array", "object")
+MAX_GRAPH_STATES = 100_000
+MAX_PATTERN_PROPERTIES = 4
+DEFAULT_MAX_WHITESPACE = 16
+
+ANNOTATIONS = {
+    "title", "description", "default", "examples", "example", "$comment", "$schema", "$id", "id", "$anchor",
+    "$defs", "definitions", "readOnly", "writeOnly", "deprecated", "contentMediaType", "contentEncoding",
+    "contentSchema", "$vocabulary", "$dynamicAnchor", "discriminator", "xml", "externalDocs", "$recursiveAnchor",
+    "markdownDescription", "errorMessage", "deprecationMessage", "enumDescriptions", "markdownEnumDescriptions",
+}
+UNSUPPORTED = {
+    "contains": "contains", "minContains": "minContains", "maxContains": "maxContains",
+    "uniqueItems": "uniqueItems", "dependencies": "dependencies", "dependentRequired": "dependentRequired",
+    "dependentSchemas": "dependentSchemas", "if": "if/then/else", "unevaluatedProperties": "unevaluatedProperties",
+    "unevaluatedItems": "unevaluatedItems", "$dynamicRef": "$dynamicRef", "$recursiveRef": "$recursiveRef",
+}
+
+
+@dataclass(frozen=True)
+class SchemaOptions:
+    whitespace: str = "flexible"
+    strict: bool = False
+    lenient: bool = False
+    max_whitespace: int | None = None
+
+
+def normalize_schema_input(schema: Any) -> Any:
+    """Accept a dict/bool, JSON text, a Pydantic model class, a dataclass or a TypedDict."""
+    if isinstance(schema, (dict, bool)):
+        return schema
+    if isinstance(schema, (str, bytes)):
+        try:
+            return json.loads(schema)
+        except json.JSONDecodeError as e:
+            raise SchemaError(f"schema is not valid JSON: {e}") from None
+    if isinstance(schema, type) and hasattr(schema, "model_json_schema"):
+        return schema.model_json_schema()
+    try:
+        from pydantic import TypeAdapter
+
+        return TypeAdapter(schema).json_schema()
+    except Exception as e:  # noqa: BLE001 - any failure means "not a schema"
+        raise SchemaError(f"cannot turn {schema!r} into a JSON Schema: {e}") from None
+
+
+def _validator_for(schema):
+    import jsonschema
+    from jsonschema import validators
+
+    cls = validators.validator_for(schema, default=jsonschema.Draft202012Validator) if isinstance(schema, dict) \
+        else jsonschema.Draft202012Validator
+    return cls
+
+
+def check_schema(schema) -> None:
+    """Metaschema check, reported with the JSON pointer of the offending keyword."""
+    import jsonschema
+
+    cls = _validator_for(schema)
+    try:
+        cls.check_schema(schema)
+    except jsonschema.exceptions.SchemaError as e:
+        ptr = "#/" + "/".join(str(p) for p in e.path) if e.path else "#"
+        raise SchemaError(f"invalid schema: {e.message}", pointer=ptr) from None
+
+
+def make_validator(schema):
+    """A jsonschema validator with format assertion, for final checks."""
+    import jsonschema
+
+    cls = _validator_for(schema)
+    return cls(schema, format_checker=jsonschema.FormatChecker())
+
+
+# --------------------------------------------------------------------------------------
+# $ref resolution
+
+
+class _Resolver:
+    """Resolves ``$ref`` within the document: JSON pointers, ``$id`` and ``$anchor``."""
+
+    def __init__(self, root):
+        self.root = root
+        self.base = root.get("$id", "https://structgen.invalid/schema.json") if isinstance(root, dict) else "https://structgen.invalid/schema.json"
+        self.resources: dict[str, Any] = {}
+        self.anchors: dict[str, tuple[Any, str, str]] = {}
+        self._index(root, self.base, "#")
+
+    def _index(self, node, base: str, ptr: str) -> None:
+        if isinstance(node, dict):
+            ident = node.get("$id") if isinstance(node.get("$id"), str) else None
+            if ident is None and isinstance(node.get("id"), str) and not isinstance(node.get("type"), dict):
+                # draft-04 "id", only when it looks like a URI reference (not a property named id)
+                if ident is None and "properties" not in str(ptr).rsplit("/", 1)[-1]:
+                    ident = node.get("id") if node.get("id", "").startswith(("#", "http", "urn", "/")) else None
+            if ident:
+                base = urljoin(base, ident)
+                url, frag = urldefrag(base)
+                if frag and not frag.startswith("/"):
+                    self.anchors[url + "#" + frag] = (node, url, ptr)
+                else:
+                    self.resources[url] = (node, url, ptr)
+                base = url
+            anchor = node.get("$anchor")
+            if isinstance(anchor, str):
+                self.anchors[base + "#" + anchor] = (node, base, ptr)
+            for k, v in node.items():
+                if k in ("enum", "const", "examples", "default", "example"):
+                    continue
+                self._index(v, base, f"{ptr}/{_esc(k)}")
+        elif isinstance(node, list):
+            for i, v in enumerate(node):
+                self._index(v, base, f"{ptr}/{i}")
+        if ptr == "#":
+            self.resources.setdefault(urldefrag(self.base)[0], (self.root, urldefrag(self.base)[0], "#"))
+
+    def resolve(self, ref: str, base: str, ptr: str):
+        full = urljoin(base, ref)
+        url, frag = urldefrag(full)
+        if full in self.anchors:
+            return self.anchors[full]
+        res = self.resources.get(url)
+        if res is None:
+            raise UnsupportedFeature(f"$ref {ref!r} points outside this document (remote refs are not fetched)",
+                                     pointer=ptr, keyword="$ref")
+        node, rbase, rptr = res
+        if not frag:
+            return node, rbase, rptr
+        if not frag.startswith("/"):
+            raise SchemaError(f"$ref {ref!r}: anchor {frag!r} not found", pointer=ptr)
+        cur = node
+        cptr = rptr
+        for part in frag.split("/")[1:]:
+            part = unquote(part).replace("~1", "/").replace("~0", "~")
+            if isinstance(cur, dict) and part in cur:
+                cur = cur[part]
+            elif isinstance(cur, list) and part.isdigit() and int(part) < len(cur):
+                cur = cur[int(part)]
+            else:
+                raise SchemaError(f"$ref {ref!r} does not resolve", pointer=ptr)
+            cptr = f"{cptr}/{_esc(part)}"
+            if isinstance(cur, dict) and isinstance(cur.get("$id"), str):
+                rbase = urljoin(rbase, cur["$id"])
+        return cur, rbase, cptr
+
+
+def _esc(k) -> str:
+    return str(k).replace("~", "~0").replace("/", "~1")
+
+
+# --------------------------------------------------------------------------------------
+# The compiler
+
+
+class _Node:
+    """A subschema with the base URI and JSON pointer it was found at."""
+
+    __slots__ = ("schema", "base", "ptr")
+
+    def __init__(self, schema, base: str, ptr: str):
+        self.schema = schema
+        self.base = base
+        self.ptr = ptr
+
+    def key(self):
+        return (id(self.schema), self.base)
+
+
+class _Compiler:
+    def __init__(self, root, opts: SchemaOptions):
+        self.root = root
+        self.opts = opts
+        self.resolver = _Resolver(root)
+        self.ir = GrammarIR(rules={}, terminals={}, start="start", source="json-schema")
+        self._keep: list = []  # keeps derived dicts alive so id() keys stay unique
+        self._memo: dict[tuple, Expr | None] = {}
+        self._in_progress: dict[tuple, str | None] = {}
+        self._rules: dict[tuple, str] = {}
+        self._terms: dict[tuple, Sym] = {}
+        self._validator = None
+        ws = self.opts.max_whitespace if self.opts.max_whitespace is not None else DEFAULT_MAX_WHITESPACE
+        if opts.whitespace not in ("flexible", "compact"):
+            raise SchemaError(f"whitespace must be 'flexible' or 'compact', not {opts.whitespace!r}")
+        w = "" if opts.whitespace == "compact" or ws == 0 else r"[ \t\n\r]{0,%d}" % ws
+        from .regex import compile_regex
+
+        def punct(name, rx):
+            return self.term(("punct", name), compile_regex(rx), name)
+
+        self.LBRACE = punct("LBRACE", r"\{" + w)
+        self.RBRACE = punct("RBRACE", w + r"\}")
+        self.LBRACK = punct("LBRACK", r"\[" + w)
+        self.RBRACK = punct("RBRACK", w + r"\]")
+        self.COMMA = punct("COMMA", w + "," + w)
+        self.COLON = punct("COLON", w + ":" + w)
+
+    # -- helpers ----------------------------------------------------------------------
+    def term(self, key, dfa: DFA, hint: str = "T") -> Sym:
+        sym = self._terms.get(key)
+        if sym is None:
+            name = f"{hint}_{len(self._terms)}"
+            sym = self.ir.add_terminal(name, dfa)
+            self._terms[key] = sym
+        return sym
+
+    def unsupported(self, node: _Node, keyword: str, why: str = "") -> None:
+        if self.opts.lenient:
+            return
+        msg = f"keyword {keyword!r} cannot be enforced exactly" + (f": {why}" if why else "") + \
+              " (pass lenient=True to validate after generation instead)"
+        raise UnsupportedFeature(msg, pointer=f"{node.ptr}/{keyword}", keyword=keyword)
+
+    def derived(self, d: dict) -> dict:
+        self._keep.append(d)
+        return d
+
+    def validator(self):
+        if self._validator is None:
+            self._validator = make_validator(self.root)
+        return self._validator
+
+    def valid_under(self, value, nodes: list[_Node]) -> bool:
+        v = self.validator()
+        for n in nodes:
+            if n.schema is True:
+                continue
+            if n.schema is False:
+                return False
+            sub = v.evolve(schema=n.schema) if n.base == self.resolver.base else v.evolve(schema=n.schema)
+            try:
+                if not sub.is_valid(value):
+                    return False
+            except Exception:  # a ref that jsonschema cannot resolve: be conservative
+                return False
+        return True
+
+    # -- entry --------------------------------------------------------------------------
+    def compile(self) -> GrammarIR:
+        root = _Node(self.root, self.resolver.base, "#")
+        body = self.value([root])
+        if body is None:
+            raise SchemaError("no JSON value satisfies this schema", pointer="#")
+        self.ir.rules["start"] = body
+        return self.ir
+
+    # -- values ----------------------------------------------------------------------------
+    def value(self, nodes: list[_Node]) -> Expr | None:
+        """Grammar for one JSON value satisfying every node (None: no value does)."""
+        nodes = [n for n in nodes if not _trivial(n.schema)]
+        if len(nodes) == 1 and isinstance(nodes[0].schema, dict) and "$ref" in nodes[0].schema and all(
+                k in ANNOTATIONS or k == "$ref" for k in nodes[0].schema):
+            n = nodes[0]
+            if not isinstance(n.schema["$ref"], str):
+                raise SchemaError("$ref must be a string", pointer=n.ptr + "/$ref")
+            return self.ref_rule(*self.resolver.resolve(n.schema["$ref"], self._base_of(n), n.ptr))
+        key = tuple(sorted(n.key() for n in nodes))
+        if key in self._memo:
+            return self._memo[key]
+        if key in self._in_progress:  # recursion (e.g. "any JSON value" inside itself): name a rule
+            name = self._in_progress[key] or f"rec{len(self._in_progress)}_{len(self.ir.rules)}"
+            self._in_progress[key] = name
+            return Sym(name)
+        self._in_progress[key] = None
+        try:
+            flat = self.flatten(nodes, frozenset())
+            expr = None if flat is None else self.conjunction(flat)
+        finally:
+            name = self._in_progress.pop(key)
+        if name is not None:
+            self.ir.rules[name] = expr if expr is not None else Alt(())
+            expr = Sym(name) if expr is not None else None
+        self._memo[key] = expr
+        return expr
+
+    def _base_of(self, n: _Node) -> str:
+        s = n.schema
+        if isinstance(s, dict) and isinstance(s.get("$id"), str) and n.ptr != "#":
+            return urljoin(n.base, s["$id"])
+        return n.base
+
+    def ref_rule(self, target, base: str, ptr: str) -> Expr | None:
+        """A $ref target compiles once, as a named rule (so recursion terminates)."""
+        key = (id(target), base)
+        name = self._rules.get(key)
+        if name is not None:
+            return Sym(name)
+        if _trivial(target):
+            return self.value([])
+        name = f"ref{len(self._rules)}"
+        self._rules[key] = name
+        expr = self.value([_Node(target, base, ptr)])
+        self.ir.rules[name] = expr if expr is not None else Alt(())
+        if expr is None:
+            return None
+        return Sym(name)
+
+    def flatten(self, nodes: list[_Node], active: frozenset) -> list[_Node] | None:
+        """Expand allOf and $ref into one flat list of dict nodes; None if any is false."""
+        out: list[_Node] = []
+        for n in nodes:
+            s = n.schema
+            if _trivial(s):
+                continue
+            if s is False:
+                return None
+            if not isinstance(s, dict):
+                raise SchemaError(f"a schema must be an object or a boolean, not {type(s).__name__}", pointer=n.ptr)
+            base = self._base_of(n)
+            if "$ref" in s:
+                ref = s["$ref"]
+                if not isinstance(ref, str):
+                    raise SchemaError("$ref must be a string", pointer=n.ptr + "/$ref")
+                target, tbase, tptr = self.resolver.resolve(ref, base, n.ptr)
+                tkey = (id(target), tbase)
+                if tkey in active:
+                    raise UnsupportedFeature("a $ref cycle that never reaches an object or array (or a recursive "
+                                             "$ref with sibling keywords)", pointer=n.ptr, keyword="$ref")
+                sub = self.flatten([_Node(target, tbase, tptr)], active | {tkey})
+                if sub is None:
+                    return None
+                out.extend(sub)
+            if "allOf" in s:
+                all_of = s["allOf"]
+                if not isinstance(all_of, list) or not all_of:
+                    raise SchemaError("allOf must be a non-empty array", pointer=n.ptr + "/allOf")
+                sub = self.flatten([_Node(x, base, f"{n.ptr}/allOf/{i}") for i, x in enumerate(all_of)], active)
+                if sub is None:
+                    return None
+                out.extend(sub)
+            own_keys = [k for k in s if k not in ("$ref", "allOf") and k not in ANNOTATIONS]
+            if own_keys:
+                d = self.derived({k: s[k] for k in own_keys}) if ("$ref" in s or "allOf" in s) else s
+                out.append(_Node(d, base, n.ptr))
+        return out
+
+    def any_value(self) -> Expr:
+        return self.conjunction([])
+
+    def conjunction(self, nodes: list[_Node]) -> Expr | None:
+        for n in nodes:
+            for k in n.schema:
+                if k in UNSUPPORTED:
+                    self.check_unsupported(n, k)
+        # anyOf / oneOf: distribute the rest of the conjunction into each branch
+        for i, n in enumerate(nodes):
+            for kw in ("anyOf", "oneOf"):
+                if kw in n.schema:
+                    branches = n.schema[kw]
+                    if not isinstance(branches, list) or not branches:
+                        raise SchemaError(f"{kw} must be a non-empty array", pointer=f"{n.ptr}/{kw}")
+                    rest = self.derived({k: v for k, v in n.schema.items() if k != kw})
+                    others = nodes[:i] + [_Node(rest, n.base, n.ptr)] + nodes[i + 1:]
+                    if kw == "oneOf" and len(branches) > 1:
+                        self.check_one_of(n, branches, others)
+                    alts = []
+                    for j, b in enumerate(branches):
+                        e = self.value(others + [_Node(b, n.base, f"{n.ptr}/{kw}/{j}")])
+                        if e is not None:
+                            alts.append(e)
+                    if not alts:
+                        return None
+                    return alt(*alts)
+        return self.typed(nodes)
+
+    def check_unsupported(self, n: _Node, k: str) -> None:
+        s = n.schema
+        v = s[k]
+        if k == "uniqueItems" and (v is False or s.get("maxItems", 2) <= 1):
+            return
+        if k == "if" and "then" not in s and "else" not in s:
+            return
+        if k in ("minContains",) and "contains" not in s:
+            return
+        if k in ("dependentRequired", "dependencies", "dependentSchemas") and not v:
+            return
+        self.unsupported(n, k)
+
+    def check_one_of(self, n: _Node, branches: list, others: list[_Node]) -> None:
+        """oneOf is enforced as anyOf only when its branches provably exclude each other."""
+        sigs = [self.branch_signature(_Node(b, n.base, f"{n.ptr}/oneOf/{j}")) for j, b in enumerate(branches)]
+        for a in range(len(sigs)):
+            for b in range(a + 1, len(sigs)):
+                if not _disjoint(sigs[a], sigs[b]):
+                    self.unsupported(n, "oneOf", f"branches {a} and {b} may both match the same value")
+                    return
+
+    def branch_signature(self, node: _Node) -> dict:
+        """What a branch can be: types, literal values, discriminating properties, scalar DFA."""
+        flat = self.flatten([node], frozenset())
+        sig: dict = {"types": set(TYPES), "values": None, "discr": {}, "closed": None, "required": set(), "dfa": None}
+        if flat is None:
+            sig["types"] = set()
+            return sig
+        for x in flat:
+            s = x.schema
+            t = s.get("type")
+            if t is not None:
+                ts = set([t] if isinstance(t, str) else t)
+                if "number" in ts:
+                    ts.add("integer")
+                if s.get("nullable") is True:
+                    ts.add("null")
+                sig["types"] &= ts
+            vals = None
+            if "const" in s:
+                vals = [s["const"]]
+            elif isinstance(s.get("enum"), list):
+                vals = list(s["enum"])
+            if vals is not None:
+                sig["values"] = vals if sig["values"] is None else [v for v in sig["values"] if _json_in(v, vals)]
+            req = set(s.get("required", []) or [])
+            sig["required"] |= req
+            for p, ps in (s.get("properties") or {}).items():
+                if isinstance(ps, dict) and p in req:
+                    if "const" in ps:
+                        sig["discr"][p] = [ps["const"]]
+                    elif isinstance(ps.get("enum"), list):
+                        sig["discr"][p] = list(ps["enum"])
+            if s.get("additionalProperties") is False and not s.get("patternProperties"):
+                sig["closed"] = set(s.get("properties") or {})
+        if sig["values"] is not None:
+            sig["types"] &= {_json_type(v) for v in sig["values"]} | (
+                {"number"} if any(_json_type(v) == "integer" for v in sig["values"]) else set())
+        if sig["types"] <= {"string"} and sig["values"] is None:
+            try:
+                e = self.value([node])
+                sig["dfa"] = self._terminal_union(e)
+            except Exception:  # noqa: BLE001 - a signature is best effort
+                sig["dfa"] = None
+        return sig
+
+    def _terminal_union(self, e: Expr | None) -> DFA | None:
+        if e is None:
+            return None
+        syms = [e] if isinstance(e, Sym) else list(e.items) if isinstance(e, Alt) else None
+        if syms is None or not all(isinstance(x, Sym) and x.name in self.ir.terminals for x in syms):
+            return None
+        d = self.ir.terminals[syms[0].name].dfa
+        for x in syms[1:]:
+            d = union(d, self.ir.terminals[x.name].dfa)
+        return d
+
+    # -- types ------------------------------------------------------------------------------
+    def typed(self, nodes: list[_Node]) -> Expr | None:
+        types = set(TYPES)
+        excluded_types: set[str] = set()
+        excluded_values: list = []
+        for n in nodes:
+            s = n.schema
+            t = s.get("type")
+            if t is not None:
+                ts = [t] if isinstance(t, str) else t
+                if not isinstance(ts, list) or not all(isinstance(x, str) and x in TYPES for x in ts):
+                    raise SchemaError(f"invalid type {t!r}", pointer=f"{n.ptr}/type")
+                ts = set(ts)
+                if "number" in ts:
+                    ts.add("integer")
+                if s.get("nullable") is True:
+                    ts.add("null")
+                types &= ts
+            if "not" in s:
+                self.apply_not(n, s["not"], excluded_types, excluded_values)
+        types -= excluded_types
+        if "integer" in excluded_types:
+            types.discard("integer")
+        # enum / const: a finite language, filtered against the whole conjunction
+        candidates = None
+        for n in nodes:
+            s = n.schema
+            if "const" in s:
+                vals = [s["const"]]
+            elif "enum" in s:
+                vals = s["enum"]
+                if not isinstance(vals, list):
+                    raise SchemaError("enum must be an array", pointer=f"{n.ptr}/enum")
+                if not vals:
+                    raise SchemaError("enum is empty: no value is allowed", pointer=f"{n.ptr}/enum")
+            else:
+                continue
+            candidates = list(vals) if candidates is None else [v for v in candidates if _json_in(v, vals)]
+        if candidates is not None:
+            keep = []
+            for v in candidates:
+                if _json_type(v) in types or (_json_type(v) == "integer" and "number" in types):
+                    if not _json_in(v, excluded_values) and self.valid_under(v, nodes):
+                        keep.append(v)
+            if not keep:
+                return None
+            return alt(*[self.const_expr(v) for v in _dedupe(keep)])
+        alts: list[Expr] = []
+        if "null" in types:
+            alts.append(self.term(("lit", "null"), literal_dfa(b"null"), "NULL"))
+        if "boolean" in types:
+            alts.append(self.term(("lit", "bool"), union(literal_dfa(b"true"), literal_dfa(b"false")), "BOOL"))
+        if "number" in types or "integer" in types:
+            e = self.number(nodes, integer="number" not in types)
+            if e is not None:
+                alts.append(e)
+        if "string" in types:
+            e = self.string(nodes, excluded_values)
+            if e is not None:
+                alts.append(e)
+        if "array" in types:
+            e = self.array(nodes)
+            if e is not None:
+                alts.append(e)
+        if "object" in types:
+            e = self.object(nodes)
+            if e is not None:
+                alts.append(e)
+        if not alts:
+            return None
+        return alt(*alts)
+
+    def apply_not(self, n: _Node, sub, excluded_types: set, excluded_values: list) -> None:
+        if sub is False:
+            return
+        if sub is True or sub == {}:
+            excluded_types.update(TYPES)
+            return
+        if isinstance(sub, dict):
+            keys = {k for k in sub if k not in ANNOTATIONS}
+            if keys == {"type"}:
+                t = sub["type"]
+                excluded_types.update([t] if isinstance(t, str) else t)
+                if "number" in excluded_types:
+                    excluded_types.add("integer")
+                return
+            if keys == {"enum"} and isinstance(sub["enum"], list):
+                excluded_values.extend(sub["enum"])
+                return
+            if keys == {"const"}:
+                excluded_values.append(sub["const"])
+                return
+        self.unsupported(n, "not", "only 'not' of a type, enum or const is compiled")
+
+    def const_expr(self, v) -> Expr:
+        if isinstance(v, dict):
+            if not v:
+                return seq(self.LBRACE, self.RBRACE)
+            parts: list[Expr] = [self.LBRACE]
+            for i, (k, x) in enumerate(v.items()):
+                if i:
+                    parts.append(self.COMMA)
+                parts += [self.term(("key", k), literal_strings([k]), "KEY"), self.COLON, self.const_expr(x)]
+            parts.append(self.RBRACE)
+            return seq(*parts)
+        if isinstance(v, list):
+            if not v:
+                return seq(self.LBRACK, self.RBRACK)
+            parts = [self.LBRACK]
+            for i, x in enumerate(v):
+                if i:
+                    parts.append(self.COMMA)
+                parts.append(self.const_expr(x))
+            parts.append(self.RBRACK)
+            return seq(*parts)
+        if isinstance(v, str):
+            return self.term(("str", v), literal_strings([v]), "LIT")
+        forms = {json.dumps(v)}
+        if isinstance(v, float) and v.is_integer():
+            forms.add(str(int(v)))
+        if isinstance(v, int) and not isinstance(v, bool):
+            forms.add(f"{v}.0")
+        d = None
+        for f in sorted(forms):
+            x = literal_dfa(f.encode())
+            d = x if d is None else union(d, x)
+        return self.term(("num", tuple(sorted(forms))), d, "LIT")
+
+    # -- scalars ----------------------------------------------------------------------------
+    def number(self, nodes: list[_Node], integer: bool) -> Expr | None:
+        kw: dict = {}
+        mults = []
+        for n in nodes:
+            s = n.schema
+            for name, arg in (("minimum", "minimum"), ("maximum", "maximum")):
+                if name in s:
+                    v = s[name]
+                    if not isinstance(v, (int, float)) or isinstance(v, bool):
+                        raise SchemaError(f"{name} must be a number", pointer=f"{n.ptr}/{name}")
+                    excl_key = "exclusiveMinimum" if name == "minimum" else "exclusiveMaximum"
+                    if s.get(excl_key) is True:  # draft-04 boolean form
+                        arg = "exclusive_" + arg
+                    _tighten(kw, arg, v)
+            for name, arg in (("exclusiveMinimum", "exclusive_minimum"), ("exclusiveMaximum", "exclusive_maximum")):
+                v = s.get(name)
+                if isinstance(v, (int, float)) and not isinstance(v, bool):
+                    _tighten(kw, arg, v)
+            if "multipleOf" in s:
+                m = s["multipleOf"]
+                if not isinstance(m, (int, float)) or isinstance(m, bool) or m <= 0:
+                    raise SchemaError("multipleOf must be a positive number", pointer=f"{n.ptr}/multipleOf")
+                mults.append(m)
+        try:
+            d = number_dfa(integer=integer, multiple_of=mults[0] if mults else None, **kw)
+            for m in mults[1:]:
+                d = intersect(d, number_dfa(integer=integer, multiple_of=m))
+        except UnsupportedFeature as e:
+            if self.opts.lenient:
+                d = number_dfa(integer=integer, **kw)
+            else:
+                raise UnsupportedFeature(str(e).split(": ", 1)[-1], pointer=nodes[0].ptr, keyword="multipleOf") from None
+        if d.is_empty():
+            return None
+        return self.term(("num", integer, tuple(sorted(kw.items())), tuple(mults)), d, "INT" if integer else "NUM")
+
+    def string(self, nodes: list[_Node], excluded: list) -> Expr | None:
+        patterns: list[str] = []
+        formats: list[str] = []
+        lo, hi = 0, None
+        for n in nodes:
+            s = n.schema
+            if "pattern" in s:
+                if not isinstance(s["pattern"], str):
+                    raise SchemaError("pattern must be a string", pointer=f"{n.ptr}/pattern")
+                patterns.append(s["pattern"])
+            if "minLength" in s:
+                lo = max(lo, _nonneg(s["minLength"], n, "minLength"))
+            if "maxLength" in s:
+                v = _nonneg(s["maxLength"], n, "maxLength")
+                hi = v if hi is None else min(hi, v)
+            f = s.get("format")
+            if isinstance(f, str) and (f in FORMAT_REGEXES or f in UNSUPPORTED_FORMATS):
+                if f in UNSUPPORTED_FORMATS and self.opts.lenient:
+                    continue
+                formats.append(f)
+        if hi is not None and lo > hi:
+            return None
+        try:
+            d = string_dfa(tuple(patterns), lo, hi, tuple(formats))
+        except UnsupportedFeature as e:
+            if not self.opts.lenient:
+                raise UnsupportedFeature(str(e).split(": ", 1)[-1], pointer=nodes[0].ptr, keyword=e.keyword) from None
+            d = string_dfa(tuple(patterns), 0, None, ())
+        except Exception as e:
+            from ..errors import GrammarError
+
+            if isinstance(e, GrammarError):
+                raise SchemaError(str(e), pointer=nodes[0].ptr) from None
+            raise
+        ex = [v for v in excluded if isinstance(v, str)]
+        if ex:
+            d = difference(d, literal_strings(ex))
+        if d.is_empty():
+            return None
+        return self.term(("string", tuple(patterns), lo, hi, tuple(formats), tuple(ex)), d, "STR")
+
+    # -- arrays -------------------------------------------------------------------------------
+    def array(self, nodes: list[_Node]) -> Expr | None:
+        lo, hi = 0, None
+        prefix_lists: list[tuple[_Node, list]] = []
+        rests: list[_Node] = []
+        for n in nodes:
+            s = n.schema
+            if "minItems" in s:
+                lo = max(lo, _nonneg(s["minItems"], n, "minItems"))
+            if "maxItems" in s:
+                v = _nonneg(s["maxItems"], n, "maxItems")
+                hi = v if hi is None else min(hi, v)
+            items = s.get("items")
+            prefix = s.get("prefixItems")
+            if isinstance(items, list):  # draft <= 2019: tuple form
+                prefix_lists.append((n, items))
+                ai = s.get("additionalItems", True)
+                rests.append(_Node(ai, n.base, f"{n.ptr}/additionalItems"))
+            else:
+                if isinstance(prefix, list):
+                    prefix_lists.append((n, prefix))
+                if items is not None:
+                    rests.append(_Node(items, n.base, f"{n.ptr}/items"))
+        if hi is not None and lo > hi:
+            return None
+        P = max((len(p) for _, p in prefix_lists), default=0)
+
+        def item_nodes(i: int) -> list[_Node]:
+            out = []
+            for n, p in prefix_lists:
+                key = "items" if isinstance(n.schema.get("items"), list) else "prefixItems"
+                if i < len(p):
+                    out.append(_Node(p[i], n.base, f"{n.ptr}/{key}/{i}"))
+            # rest schemas apply to indices beyond each node's own prefix
+            for r in rests:
+                owner_prefix = next((len(p) for n, p in prefix_lists if r.ptr.startswith(n.ptr + "/")), 0)
+                if i >= owner_prefix:
+                    out.append(r)
+            return out
+
+        J = hi if hi is not None else max(lo, P, 1)
+        if J > MAX_GRAPH_STATES:
+            raise UnsupportedFeature(f"maxItems/minItems of {J} is too large to enforce exactly",
+                                     pointer=nodes[0].ptr, keyword="maxItems")
+        item_exprs: list[Expr | None] = []
+        for i in range(J + (1 if hi is None else 0)):
+            idx = i if i < J else J
+            item_exprs.append(self.value(item_nodes(min(idx, max(P, idx)))))
+        edges = []
+        for j in range(J):
+            e = item_exprs[j]
+            if e is None:
+                break
+            edges.append((j, e if j == 0 else seq(self.COMMA, e), j + 1))
+        reach = len(edges)  # highest count reachable
+        if hi is None and reach == J:
+            e = item_exprs[J]
+            if e is not None:
+                edges.append((J, seq(self.COMMA, e) if J > 0 else e, J))
+        finals = tuple(j for j in range(lo, reach + 1))
+        if not finals:
+            return None
+        body = Graph(J + 1, tuple(edges), 0, finals)
+        return self.rule("arr", seq(self.LBRACK, body, self.RBRACK))
+
+    def rule(self, hint: str, expr: Expr) -> Sym:
+        name = f"{hint}{len(self.ir.rules)}"
+        self.ir.rules[name] = expr
+        return Sym(name)
+
+    # -- objects --------------------------------------------------------------------------------
+    def object(self, nodes: list[_Node]) -> Expr | None:
+        minp, maxp = 0, None
+        order: list[str] = []
+        required: set[str] = set()
+        names_nodes: list[_Node] = []
+        for n in nodes:
+            s = n.schema
+            props = s.get("properties") or {}
+            if not isinstance(props, dict):
+                raise SchemaError("properties must be an object", pointer=f"{n.ptr}/properties")
+            for k in props:
+                if k not in order:
+                    order.append(k)
+            req = s.get("required") or []
+            if isinstance(req, list):
+                required.update(x for x in req if isinstance(x, str))
+            if "minProperties" in s:
+                minp = max(minp, _nonneg(s["minProperties"], n, "minProperties"))
+            if "maxProperties" in s:
+                v = _nonneg(s["maxProperties"], n, "maxProperties")
+                maxp = v if maxp is None else min(maxp, v)
+            if "propertyNames" in s:
+                names_nodes.append(_Node(s["propertyNames"], n.base, f"{n.ptr}/propertyNames"))
+        for k in sorted(required - set(order)):
+            order.append(k)
+        if maxp is not None and (minp > maxp or len(required) > maxp):
+            return None
+
+        def value_nodes_for(key: str) -> list[_Node]:
+            out = []
+            for n in nodes:
+                s = n.schema
+                props = s.get("properties") or {}
+                if key in props:
+                    out.append(_Node(props[key], n.base, f"{n.ptr}/properties/{_esc(key)}"))
+                    matched = True
+                else:
+                    matched = False
+                for pat, ps in (s.get("patternProperties") or {}).items():
+                    if _search(pat, key, n):
+                        out.append(_Node(ps, n.base, f"{n.ptr}/patternProperties/{_esc(pat)}"))
+                        matched = True
+                if not matched:
+                    out.append(self.additional_node(n))
+            return out
+
+        members: list[tuple[str, Expr | None]] = []
+        for k in order:
+            if names_nodes and not self.valid_under(k, names_nodes):
+                if k in required:
+                    return None
+                continue
+            e = self.value(value_nodes_for(k))
+            if e is None and k in required:
+                return None
+            if e is not None:
+                key_sym = self.term(("key", k), literal_strings([k]), "KEY")
+                members.append((k, seq(key_sym, self.COLON, e)))
+        add_member = self.additional_members(nodes, order, names_nodes)
+        n_def = len(members)
+        C = maxp if maxp is not None else max(minp, 1)
+        if (n_def + 1) * (C + 1) > MAX_GRAPH_STATES:
+            raise UnsupportedFeature("too many properties and property counts to enforce exactly",
+                                     pointer=nodes[0].ptr, keyword="maxProperties")
+
+        def sid(i: int, c: int) -> int:
+            return i * (C + 1) + c
+
+        edges = []
+        for i, (k, e) in enumerate(members):
+            for c in range(C + 1):
+                if k not in required:
+                    edges.append((sid(i, c), None, sid(i + 1, c)))
+                if maxp is not None and c >= maxp:
+                    continue
+                nc = min(c + 1, C)
+                edges.append((sid(i, c), e if c == 0 else seq(self.COMMA, e), sid(i + 1, nc)))
+        if add_member is not None:
+            for c in range(C + 1):
+                if maxp is not None and c >= maxp:
+                    continue
+                nc = min(c + 1, C)
+                edges.append((sid(n_def, c), add_member if c == 0 else seq(self.COMMA, add_member), sid(n_def, nc)))
+        finals = tuple(sid(n_def, c) for c in range(C + 1) if c >= minp)
+        body = Graph((n_def + 1) * (C + 1), tuple(edges), sid(0, 0), finals)
+        return self.rule("obj", seq(self.LBRACE, body, self.RBRACE))
+
+    def additional_node(self, n: _Node) -> _Node:
+        s = n.schema
+        if "additionalProperties" in s:
+            return _Node(s["additionalProperties"], n.base, f"{n.ptr}/additionalProperties")
+        return _Node(False if self.opts.strict else True, n.base, f"{n.ptr}/additionalProperties")
+
+    def additional_members(self, nodes: list[_Node], defined: list[str], names_nodes: list[_Node]) -> Expr | None:
+        """Members whose key is not defined: one alternative per region of the key space."""
+        patterns: list[tuple[_Node, str, Any]] = []
+        for n in nodes:
+            for pat, ps in (n.schema.get("patternProperties") or {}).items():
+                patterns.append((n, pat, ps))
+        if len(patterns) > MAX_PATTERN_PROPERTIES:
+            raise UnsupportedFeature(f"more than {MAX_PATTERN_PROPERTIES} patternProperties on one object",
+                                     pointer=nodes[0].ptr, keyword="patternProperties")
+        base = string_dfa()
+        if defined:
+            base = difference(base, literal_strings(defined))
+        if names_nodes:
+            nd = self.key_dfa(names_nodes)
+            if nd is None:
+                return None
+            base = intersect(base, nd)
+        alts = []
+        for mask in range(1 << len(patterns)):
+            d = base
+            vnodes: list[_Node] = []
+            for j, (n, pat, ps) in enumerate(patterns):
+                pd = self.pattern_dfa(pat, n)
+                if mask >> j & 1:
+                    d = intersect(d, pd)
+                    vnodes.append(_Node(ps, n.base, f"{n.ptr}/patternProperties/{_esc(pat)}"))
+                else:
+                    d = difference(d, pd)
+                if d.is_empty():
+                    break
+            if d.is_empty():
+                continue
+            for n in nodes:
+                if not any(pn is n and mask >> j & 1 for j, (pn, _, _) in enumerate(patterns)):
+                    vnodes.append(self.additional_node(n))
+            e = self.value(vnodes)
+            if e is None:
+                continue
+            key = self.term(("addkey", tuple(defined), mask, tuple(p for _, p, _ in patterns),
+                             tuple(id(x.schema) for x in names_nodes)), d, "KEY")
+            alts.append(seq(key, self.COLON, e))
+        return alt(*alts) if alts else None
+
+    def pattern_dfa(self, pat: str, n: _Node) -> DFA:
+        try:
+            return string_dfa((pat,))
+        except UnsupportedFeature as e:
+            raise UnsupportedFeature(str(e).split(": ", 1)[-1], pointer=f"{n.ptr}/patternProperties",
+                                     keyword="patternProperties") from None
+
+    def key_dfa(self, names_nodes: list[_Node]) -> DFA | None:
+        """propertyNames as a string DFA (string keywords only)."""
+        e = self.value(names_nodes + [_Node({"type": "string"}, names_nodes[0].base, names_nodes[0].ptr)])
+        if e is None:
+            return None
+        d = self._terminal_union(e)
+        if d is None:
+            raise UnsupportedFeature("propertyNames must be a string schema", pointer=names_nodes[0].ptr,
+                                     keyword="propertyNames")
+        return d
+
+
+# --------------------------------------------------------------------------------------
+# small helpers
+
+
+def _trivial(s) -> bool:
+    """True for schemas that constrain nothing (true, {}, or annotations only)."""
+    return s is True or (isinstance(s, dict) and all(k in ANNOTATIONS for k in s))
+
+
+def _tighten(kw: dict, arg: str, v) -> None:
+    if arg not in kw:
+        kw[arg] = v
+    elif arg in ("minimum", "exclusive_minimum"):
+        kw[arg] = max(kw[arg], v)
+    else:
+        kw[arg] = min(kw[arg], v)
+
+
+def _nonneg(v, n: _Node, name: str) -> int:
+    if isinstance(v, float) and v.is_integer():
+        v = int(v)
+    if not isinstance(v, int) or isinstance(v, bool) or v < 0:
+        raise SchemaError(f"{name} must be a non-negative integer", pointer=f"{n.ptr}/{name}")
+    return v
+
+
+def _search(pat: str, key: str, n: _Node) -> bool:
+    try:
+        return re.search(pat, key) is not None
+    except re.error as e:
+        raise SchemaError(f"invalid pattern {pat!r}: {e}", pointer=f"{n.ptr}/patternProperties") from None
+
+
+def _json_type(v) -> str:
+    if v is None:
+        return "null"
+    if isinstance(v, bool):
+        return "boolean"
+    if isinstance(v, int):
+        return "integer"
+    if isinstance(v, float):
+        return "integer" if v.is_integer() else "number"
+    if isinstance(v, str):
+        return "string"
+    if isinstance(v, list):
+        return "array"
+    return "object"
+
+
+def _json_eq(a, b) -> bool:
+    if isinstance(a, bool) or isinstance(b, bool):
+        return type(a) is type(b) and a == b
+    if isinstance(a, (int, float)) and isinstance(b, (int, float)):
+        return a == b
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(_json_eq(x, y) for x, y in zip(a, b))
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(_json_eq(a[k], b[k]) for k in a)
+    return type(a) is type(b) and a == b
+
+
+def _json_in(v, vals) -> bool:
+    return any(_json_eq(v, x) for x in vals)
+
+
+def _dedupe(vals: list) -> list:
+    out: list = []
+    for v in vals:
+        if not _json_in(v, out):
+            out.append(v)
+    return out
+
+
+def _disjoint(a: dict, b: dict) -> bool:
+    if not (a["types"] & b["types"]):
+        return True
+    if a["values"] is not None and b["values"] is not None:
+        return not any(_json_in(v, b["values"]) for v in a["values"])
+    if a["values"] is not None and all(_json_type(v) not in b["types"] for v in a["values"]):
+        return True
+    if b["values"] is not None and all(_json_type(v) not in a["types"] for v in b["values"]):
+        return True
+    common = set(a["discr"]) & set(b["discr"])
+    for p in common:
+        if not any(_json_in(v, b["discr"][p]) for v in a["discr"][p]):
+            return True
+    # objects: a closed object cannot have a key the other requires
+    only_obj = a["types"] & b["types"] <= {"object"}
+    if only_obj:
+        if a["closed"] is not None and b["required"] - a["closed"]:
+            return True
+        if b["closed"] is not None and a["required"] - b["closed"]:
+            return True
+    if a["dfa"] is not None and b["dfa"] is not None and (a["types"] & b["types"]) <= {"string"}:
+        return intersect(a["dfa"], b["dfa"]).is_empty()
+    return False
+
+
+def schema_to_ir(schema, opts: SchemaOptions) -> tuple[GrammarIR, Any]:
+    """Compile a JSON Schema to IR; returns (ir, final-output validator)."""
+    if not isinstance(schema, (dict, bool)):
+        raise SchemaError(f"a schema must be an object or a boolean, not {type(schema).__name__}")
+    check_schema(schema)
+    c = _Compiler(schema, opts)
+    ir = c.compile()
+    ir.meta["schema"] = schema
+    return ir, c.validator()
+
+
+__all__ = ["SchemaOptions", "schema_to_ir", "normalize_schema_input", "make_validator", "check_schema", "EPSILON"]

@@ -1,0 +1,132 @@
+"""JSON string terminals: quotes around a content DFA built from
+``pattern``, ``minLength``/``maxLength`` and ``format``.
+
+Content DFAs accept the *encoded* characters (escapes included), so a pattern
+and a length bound intersect exactly at the byte level: every character has
+the same set of encodings in both automata.  Length bounds use a direct
+counting construction instead of regex repetition, which keeps
+``maxLength: 255`` cheap.
+"""
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+
+from ..errors import UnsupportedFeature
+from .fsa import DFA, MAX_DFA_STATES, compact_classes, intersect, literal_dfa, trim, union
+from .regex import compile_regex
+
+#: Beyond this many counted characters a length bound is refused (the DFA would be too large).
+MAX_COUNTED_LENGTH = 4096
+
+
+@functools.lru_cache(maxsize=None)
+def json_char() -> DFA:
+    """One JSON string character in any of its encodings (prefix-free)."""
+    return compile_regex(r"(?s:.)", json_string=True)
+
+
+@functools.lru_cache(maxsize=None)
+def any_content() -> DFA:
+    return compile_regex(r"(?s:.*)", json_string=True)
+
+
+@functools.lru_cache(maxsize=1024)
+def length_content(lo: int, hi: int | None) -> DFA:
+    """Content of ``lo..hi`` characters, built as a chain of char-DFA copies."""
+    if hi is None and lo == 0:
+        return any_content()
+    bound = hi if hi is not None else lo
+    if bound > MAX_COUNTED_LENGTH:
+        raise UnsupportedFeature(
+            f"string length bound {bound} exceeds {MAX_COUNTED_LENGTH}, the largest enforced exactly", keyword="maxLength"
+        )
+    c = json_char()
+    # prefix-free: accepting states of the char DFA have no outgoing edges
+    acc = np.nonzero(c.accept)[0]
+    assert len(acc) == 1 and (c.trans[acc[0]] < 0).all()
+    inner = [s for s in range(c.n_states) if not c.accept[s]]
+    k = len(inner)
+    pos = {s: i for i, s in enumerate(inner)}
+    copies = bound + 1 if hi is not None else lo + 1
+    if copies * k > MAX_DFA_STATES:
+        raise UnsupportedFeature(f"string length bound {bound} needs too many automaton states", keyword="maxLength")
+    n = copies * k
+    trans = np.full((n, c.n_classes), -1, dtype=np.int32)
+    accept = np.zeros(n, dtype=bool)
+    for j in range(copies):
+        base = j * k
+        for s in inner:
+            row = c.trans[s]
+            out = np.full(c.n_classes, -1, dtype=np.int32)
+            for cls in range(c.n_classes):
+                t = int(row[cls])
+                if t < 0:
+                    continue
+                if c.accept[t]:  # finished a character: go to the start of the next copy
+                    nj = j + 1
+                    if nj >= copies:
+                        if hi is None:
+                            nj = copies - 1  # saturate: unbounded tail
+                        else:
+                            continue
+                    out[cls] = nj * k + pos[c.start]
+                else:
+                    out[cls] = base + pos[t]
+            trans[base + pos[s]] = out
+        accept[base + pos[c.start]] = j >= lo
+    start = pos[c.start]
+    d = DFA(trans, accept, c.classmap.copy(), start)
+    return trim(d)
+
+
+def quoted(content: DFA) -> DFA:
+    """``"`` + content + ``"`` (content never contains a raw quote)."""
+    n = content.n_states
+    # classes: refine content classes with the quote byte
+    cm = content.classmap.copy()
+    q = ord('"')
+    quote_cls = content.n_classes
+    cm[q] = quote_cls
+    C = content.n_classes + 1
+    trans = np.full((n + 2, C), -1, dtype=np.int32)
+    trans[1:n + 1, :content.n_classes] = np.where(content.trans >= 0, content.trans + 1, -1)
+    # original column for '"' (must be dead inside JSON content)
+    trans[0, quote_cls] = content.start + 1
+    for s in np.nonzero(content.accept)[0]:
+        trans[s + 1, quote_cls] = n + 1
+    accept = np.zeros(n + 2, dtype=bool)
+    accept[n + 1] = True
+    return compact_classes(trim(DFA(trans, accept, cm, 0)))
+
+
+@functools.lru_cache(maxsize=4096)
+def string_dfa(patterns: tuple[str, ...] = (), min_len: int = 0, max_len: int | None = None,
+               formats: tuple[str, ...] = ()) -> DFA:
+    """A complete JSON string literal satisfying every constraint given."""
+    from .formats import format_content
+
+    parts: list[DFA] = [compile_regex(p, search=True, json_string=True) for p in patterns]
+    parts += [format_content(f) for f in formats]
+    if min_len or max_len is not None:
+        parts.append(length_content(min_len, max_len))
+    if not parts:
+        d = any_content()
+    else:
+        d = parts[0]
+        for p in parts[1:]:
+            d = intersect(d, p)
+    return quoted(d)
+
+
+def literal_strings(values: list[str]) -> DFA:
+    """Exactly the given strings, each in its json.dumps forms (raw and ASCII-escaped)."""
+    import json
+
+    out = None
+    for v in values:
+        for enc in {json.dumps(v, ensure_ascii=False), json.dumps(v)}:
+            d = literal_dfa(enc.encode("utf-8"))
+            out = d if out is None else union(out, d)
+    return out

@@ -1,0 +1,86 @@
+"""Lark grammar text to IR.
+
+Lark's own loader resolves ``%import``, templates, EBNF operators and string
+flags, so users get exactly Lark's grammar language; we take its flattened
+rules and terminal patterns.  Lark expands ``x*`` into left-recursive helper
+rules; direct left recursion ``A: A a | b`` is rewritten to ``A: b a*`` (same
+language), so the engine's predictive parser never loops.
+"""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from ..errors import GrammarError, UnsupportedFeature
+from .ir import Alt, EPSILON, Expr, GrammarIR, Repeat, Sym, alt, seq
+from .regex import compile_regex
+
+
+def _flags_int(flags) -> int:
+    out = 0
+    for f in flags:
+        out |= {"i": re.IGNORECASE, "s": re.DOTALL, "m": re.MULTILINE, "x": re.VERBOSE, "u": 0, "l": 0}.get(f, 0)
+    return out
+
+
+def load_lark_text(text_or_path: str | Path) -> tuple[str, str]:
+    """Return (grammar text, a label for error messages)."""
+    p = Path(str(text_or_path))
+    if "\n" not in str(text_or_path) and p.suffix == ".lark":
+        if not p.exists():
+            from ..errors import GrammarError as GE
+
+            raise GE(f"grammar file {p} not found")
+        return p.read_text(), str(p)
+    return str(text_or_path), "<grammar>"
+
+
+def lark_to_ir(text: str, *, start: str = "start", source: str = "<grammar>") -> GrammarIR:
+    try:
+        from lark import Lark
+        from lark.exceptions import GrammarError as LarkGrammarError, LarkError
+    except ImportError as e:  # pragma: no cover
+        raise GrammarError("the 'lark' package is required for Lark grammars") from e
+    try:
+        parser = Lark(text, start=start, parser="earley", lexer="dynamic")
+    except LarkError as e:
+        msg = str(e).strip().splitlines()
+        pos = None
+        m = re.search(r"line (\d+), column (\d+)", str(e)) or re.search(r"at line (\d+) column (\d+)", str(e))
+        if m:
+            line, col = int(m.group(1)), int(m.group(2))
+            pos = sum(len(x) + 1 for x in text.splitlines()[: line - 1]) + col - 1
+        raise GrammarError(f"invalid Lark grammar {source}: {msg[0] if msg else e}", position=pos) from None
+
+    ir = GrammarIR(rules={}, terminals={}, start=start, source=source)
+    ignore = set(parser.ignore_tokens)
+    for t in parser.terminals:
+        pat = t.pattern
+        flags = _flags_int(pat.flags)
+        regex = re.escape(pat.value) if pat.type == "str" else pat.value
+        try:
+            dfa = compile_regex(regex, flags=flags)
+        except (GrammarError, UnsupportedFeature) as e:
+            raise GrammarError(f"terminal {t.name} of {source}: {e}") from None
+        if dfa.is_empty():
+            raise GrammarError(f"terminal {t.name} of {source} matches nothing")
+        if dfa.accepts_empty():
+            raise GrammarError(f"terminal {t.name} of {source} matches the empty string (zero-width terminals are not allowed)")
+        ir.add_terminal(t.name, dfa, ignore=t.name in ignore)
+
+    by_origin: dict[str, list[list[str]]] = {}
+    for r in parser.rules:
+        by_origin.setdefault(r.origin.name, []).append([s.name for s in r.expansion])
+    for name, expansions in by_origin.items():
+        recursive = [e[1:] for e in expansions if e and e[0] == name]
+        base = [e for e in expansions if not (e and e[0] == name)]
+        body = alt(*[seq(*[Sym(s) for s in e]) if e else EPSILON for e in base]) if base else None
+        if body is None:
+            raise GrammarError(f"rule {name} of {source} is left-recursive with no base case")
+        if recursive:
+            tail = alt(*[seq(*[Sym(s) for s in e]) if e else EPSILON for e in recursive])
+            body = seq(body, Repeat(tail, 0, None))
+        ir.rules[name] = body
+    if start not in ir.rules:
+        raise GrammarError(f"start rule {start!r} not found in {source}")
+    return ir

@@ -1,0 +1,294 @@
+"""Exact numeric constraints as byte DFAs over JSON number syntax.
+
+Bounds (``minimum``/``maximum``, exclusive or not, decimals and negatives)
+are compiled digit by digit: a DFA for "unsigned decimal <= B" and one for
+">= A" are intersected, and the negative half is the mirror image under a
+leading '-'.  ``multipleOf`` for integers is a remainder automaton.  Bounded
+numbers are written without exponents (a bound on ``1e400``-style text is not
+worth the states); unbounded ones accept the full JSON grammar.
+"""
+from __future__ import annotations
+
+from decimal import Decimal
+from fractions import Fraction
+
+import numpy as np
+
+from ..errors import UnsupportedFeature
+from .fsa import DFA, NFA, determinize, intersect, union
+from .regex import compile_regex
+
+DIGITS = b"0123456789"
+JSON_NUMBER = r"-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?"
+JSON_INTEGER = r"-?(0|[1-9][0-9]*)"
+MAX_MODULUS = 100_000
+
+
+def _digits_of(x: Fraction) -> tuple[str, str] | None:
+    """Integer and fraction digit strings of a non-negative terminating decimal (None if not terminating)."""
+    d = Decimal(x.numerator) / Decimal(x.denominator)
+    if Fraction(d) != x:
+        return None
+    s = format(d, "f")
+    if "." in s:
+        i, f = s.split(".")
+        f = f.rstrip("0")
+    else:
+        i, f = s, ""
+    return i.lstrip("0") or "0", f
+
+
+class _Builder:
+    """Tiny explicit-DFA builder (states added on demand)."""
+
+    def __init__(self) -> None:
+        self.edges: list[dict[int, int]] = []
+        self.accept: list[bool] = []
+
+    def state(self, accept: bool = False) -> int:
+        self.edges.append({})
+        self.accept.append(accept)
+        return len(self.edges) - 1
+
+    def dfa(self, start: int = 0) -> DFA:
+        nfa = NFA()
+        base = [nfa.new_state() for _ in self.edges]
+        nfa.add_eps(nfa.start, base[start])
+        for s, row in enumerate(self.edges):
+            for byte, t in row.items():
+                nfa.add_range(base[s], byte, byte, base[t])
+            if self.accept[s]:
+                nfa.add_eps(base[s], nfa.final)
+        return determinize(nfa)
+
+
+def _unsigned_cmp_dfa(bound: Fraction, upper: bool, inclusive: bool, allow_fraction: bool) -> DFA:
+    """Unsigned decimals ``(0|[1-9]\d*)(\.\d+)?`` that are <= (upper) or >= bound."""
+    digits = _digits_of(bound)
+    if digits is None:
+        raise UnsupportedFeature(f"numeric bound {float(bound)} is not a terminating decimal")
+    bi, bf = digits
+    n = len(bi)
+    m = len(bf)
+    B = _Builder()
+    start = B.state()
+    states: dict[tuple, int] = {}
+
+    def st(key: tuple) -> int:
+        if key not in states:
+            states[key] = B.state()
+        return states[key]
+
+    def cmp(a: str, b: str, pr: str) -> str:
+        return pr if pr != "eq" else ("eq" if a == b else ("lt" if a < b else "gt"))
+
+    def ok(rel: str) -> bool:
+        return inclusive if rel == "eq" else (rel == "lt") == upper
+
+    B.edges[start][ord("0")] = st(("zero",))
+    for d in "123456789":
+        B.edges[start][ord(d)] = st(("int", 1, cmp(d, bi[0], "eq")))
+    work = list(states)
+    seen: set = set()
+    dots: set = set()
+    while work:
+        key = work.pop()
+        if key in seen:
+            continue
+        seen.add(key)
+        s = states[key]
+        if key[0] == "int":
+            _, k, pr = key
+            for d in "0123456789":
+                nk = ("int", k + 1, cmp(d, bi[k], pr)) if k < n else ("int", n + 1, "gt")
+                B.edges[s][ord(d)] = st(nk)
+                work.append(nk)
+            rel = "lt" if k < n else ("gt" if k > n else pr)
+        else:
+            rel = "eq" if bi == "0" else "lt"
+        B.accept[s] = ok("lt" if (rel == "eq" and bf) else rel)
+        if allow_fraction:
+            B.edges[s][ord(".")] = st(("dot", rel))
+            dots.add(rel)
+    for rel in ("lt", "gt"):
+        if rel in dots or (rel == "lt" and "eq" in dots) or (rel == "gt" and "eq" in dots):
+            free = st(("free", rel))
+            B.accept[free] = ok(rel)
+            for d in "0123456789":
+                B.edges[free][ord(d)] = free
+            if rel in dots:
+                for d in "0123456789":
+                    B.edges[states[("dot", rel)]][ord(d)] = free
+    if "eq" in dots:
+        for i in range(m + 1):
+            src_state = states[("dot", "eq")] if i == 0 else st(("feq", i))
+            if i > 0:
+                B.accept[src_state] = ok("eq" if i >= m else "lt")
+            ref = int(bf[i]) if i < m else 0
+            for d in range(10):
+                if d == ref:
+                    tgt = st(("feq", min(i + 1, m) if m else 1))
+                else:
+                    tgt = states[("free", "lt" if d < ref else "gt")]
+                B.edges[src_state][ord(str(d))] = tgt
+        if m == 0:
+            s1 = st(("feq", 1))
+            B.accept[s1] = ok("eq")
+            for d in range(10):
+                B.edges[s1][ord(str(d))] = s1 if d == 0 else states[("free", "gt")]
+    return B.dfa()
+
+
+def _signed_range(lo: Fraction | None, lo_excl: bool, hi: Fraction | None, hi_excl: bool,
+                  allow_fraction: bool) -> DFA:
+    parts: list[DFA] = []
+    zero = Fraction(0)
+    # non-negative half: values in [max(lo, 0), hi]
+    if hi is None or hi > zero or (hi == zero and not hi_excl):
+        d = _unsigned_all(allow_fraction)
+        if lo is not None and lo > zero:
+            d = intersect(d, _unsigned_cmp_dfa(lo, upper=False, inclusive=not lo_excl, allow_fraction=allow_fraction))
+        if hi is not None:
+            d = intersect(d, _unsigned_cmp_dfa(hi, upper=True, inclusive=not hi_excl, allow_fraction=allow_fraction))
+        if lo is not None and lo == zero and lo_excl:
+            d = intersect(d, _unsigned_cmp_dfa(zero, upper=False, inclusive=False, allow_fraction=allow_fraction))
+        parts.append(d)
+    # negative half: -u with u in (0, -lo] and u >= -hi
+    if lo is None or lo < zero:
+        u = _unsigned_all(allow_fraction)
+        u = intersect(u, _unsigned_cmp_dfa(zero, upper=False, inclusive=False, allow_fraction=allow_fraction))
+        if lo is not None:
+            u = intersect(u, _unsigned_cmp_dfa(-lo, upper=True, inclusive=not lo_excl, allow_fraction=allow_fraction))
+        if hi is not None and hi < zero:
+            u = intersect(u, _unsigned_cmp_dfa(-hi, upper=False, inclusive=not hi_excl, allow_fraction=allow_fraction))
+        nfa = NFA()
+        mid = nfa.new_state()
+        nfa.add_bytes(nfa.start, b"-", mid)
+        nfa.add_dfa(u, mid, nfa.final)
+        parts.append(determinize(nfa))
+    if not parts:
+        from .fsa import empty_dfa
+
+        return empty_dfa()
+    out = parts[0]
+    for p in parts[1:]:
+        out = union(out, p)
+    return out
+
+
+def _unsigned_all(allow_fraction: bool) -> DFA:
+    return compile_regex(r"(0|[1-9][0-9]*)(\.[0-9]+)?" if allow_fraction else r"(0|[1-9][0-9]*)")
+
+
+def _mod_dfa(k: int, max_frac_digits: int | None) -> DFA:
+    """Decimals whose value is a multiple of k (integer k): remainder automaton.
+
+    The fraction part may only contain zeros (a multiple of an integer is an integer).
+    """
+    if k > MAX_MODULUS:
+        raise UnsupportedFeature(f"multipleOf {k} is too large to enforce (limit {MAX_MODULUS})")
+    B = _Builder()
+    rem = [B.state(accept=(r == 0)) for r in range(k)]
+    start = B.state()
+    neg = B.state()
+    zero = B.state(accept=True)
+    B.edges[start][ord("-")] = neg
+    for s in (start, neg):
+        B.edges[s][ord("0")] = zero
+        for d in range(1, 10):
+            B.edges[s][ord(str(d))] = rem[d % k]
+    for r in range(k):
+        for d in range(10):
+            B.edges[rem[r]][ord(str(d))] = rem[(r * 10 + d) % k]
+    if max_frac_digits is None or max_frac_digits > 0:
+        fz = B.state(accept=True)
+        dot_states = {}
+        for r in [0]:
+            for s in (rem[0], zero):
+                dot = dot_states.setdefault("d", B.state())
+                B.edges[s][ord(".")] = dot
+        B.edges[dot_states["d"]][ord("0")] = fz
+        B.edges[fz][ord("0")] = fz
+    return B.dfa(start)
+
+
+def number_dfa(*, integer: bool, minimum=None, maximum=None, exclusive_minimum=None, exclusive_maximum=None,
+               multiple_of=None, allow_integer_fraction: bool = True) -> DFA:
+    """DFA for a JSON number (or integer) satisfying JSON Schema's numeric keywords."""
+    lo = hi = None
+    lo_excl = hi_excl = False
+    for v, excl in ((minimum, False), (exclusive_minimum, True)):
+        if v is not None:
+            f = Fraction(str(v)) if isinstance(v, float) else Fraction(v)
+            if lo is None or f > lo or (f == lo and excl):
+                lo, lo_excl = f, excl
+    for v, excl in ((maximum, False), (exclusive_maximum, True)):
+        if v is not None:
+            f = Fraction(str(v)) if isinstance(v, float) else Fraction(v)
+            if hi is None or f < hi or (f == hi and excl):
+                hi, hi_excl = f, excl
+    if integer:
+        # normalise to inclusive integer bounds
+        import math
+
+        if lo is not None:
+            lo = Fraction(math.floor(lo) + 1) if (lo_excl and lo.denominator == 1) else Fraction(math.ceil(lo))
+            lo_excl = False
+        if hi is not None:
+            hi = Fraction(math.ceil(hi) - 1) if (hi_excl and hi.denominator == 1) else Fraction(math.floor(hi))
+            hi_excl = False
+    bounded = lo is not None or hi is not None
+    if not bounded and multiple_of is None:
+        base = compile_regex(JSON_INTEGER + (r"(\.0+)?" if allow_integer_fraction else "") if integer else JSON_NUMBER)
+        return base
+    if bounded:
+        d = _signed_range(lo, lo_excl, hi, hi_excl, allow_fraction=not integer)
+        if integer and allow_integer_fraction:
+            # 5.0 is an integer too: allow a zero fraction after in-range integers
+            d = _with_zero_fraction(d)
+    else:
+        d = compile_regex(JSON_INTEGER + (r"(\.0+)?" if allow_integer_fraction else "") if integer
+                          else r"-?(0|[1-9][0-9]*)(\.[0-9]+)?")
+    if multiple_of is not None:
+        d = intersect(d, _multiple_dfa(multiple_of, integer))
+    return d
+
+
+def _with_zero_fraction(d: DFA) -> DFA:
+    return union(d, intersect(_concat_zero_fraction(d), compile_regex(r"-?(0|[1-9][0-9]*)\.0+")))
+
+
+def _concat_zero_fraction(d: DFA) -> DFA:
+    nfa = NFA()
+    mid = nfa.new_state()
+    nfa.add_dfa(d, nfa.start, mid)
+    dot = nfa.new_state()
+    nfa.add_bytes(mid, b".", dot)
+    z = nfa.new_state()
+    nfa.add_bytes(dot, b"0", z)
+    nfa.add_bytes(z, b"0", z)
+    nfa.add_eps(z, nfa.final)
+    return determinize(nfa)
+
+
+def _multiple_dfa(multiple_of, integer: bool) -> DFA:
+    m = Fraction(str(multiple_of)) if isinstance(multiple_of, float) else Fraction(multiple_of)
+    if m <= 0:
+        raise UnsupportedFeature(f"multipleOf must be positive, got {multiple_of}")
+    if m.denominator == 1:
+        return _mod_dfa(int(m), None)
+    # m = 1 / 10^q: at most q significant fraction digits
+    q = 0
+    den = m.denominator
+    while den % 10 == 0:
+        den //= 10
+        q += 1
+    if m.numerator == 1 and den == 1:
+        if integer:
+            return compile_regex(JSON_INTEGER + r"(\.0+)?")
+        return compile_regex(r"-?(0|[1-9][0-9]*)(\.[0-9]{0,%d}0*)?" % q if q else JSON_INTEGER)
+    raise UnsupportedFeature(f"multipleOf {multiple_of} (only integers and 1/10^k are enforced exactly)")
+
+
+__all__ = ["number_dfa", "JSON_NUMBER", "JSON_INTEGER"]
+_ = np

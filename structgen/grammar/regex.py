@@ -1,0 +1,229 @@
+"""Regular expressions (Python / JSON Schema ``pattern`` syntax) to byte DFAs.
+
+Python's own parser (``re._parser``) gives the syntax tree, so error positions
+and escapes match what users already know; we then build a Thompson NFA whose
+character edges are encoded per character (UTF-8, or JSON string escapes) and
+determinize it.  Constructs a DFA cannot express exactly (backreferences,
+lookaround, word boundaries) raise ``UnsupportedFeature`` instead of being
+approximated.
+"""
+from __future__ import annotations
+
+import functools
+import re
+from re import _constants as C  # type: ignore[attr-defined]
+from re import _parser as sre_parse  # type: ignore[attr-defined]
+
+from ..errors import GrammarError, UnsupportedFeature
+from . import charclass as cc
+from .fsa import DFA, NFA, determinize
+
+MAX_REPEAT_EXPANSION = 20_000
+
+_ANY_NO_NL: cc.Ranges = cc.complement([(0x0A, 0x0A)])
+_ANY: cc.Ranges = [(0, cc.MAX_CP)]
+_CATS = {
+    C.CATEGORY_DIGIT: ("digit", False), C.CATEGORY_NOT_DIGIT: ("digit", True),
+    C.CATEGORY_WORD: ("word", False), C.CATEGORY_NOT_WORD: ("word", True),
+    C.CATEGORY_SPACE: ("space", False), C.CATEGORY_NOT_SPACE: ("space", True),
+}
+
+
+def parse(pattern: str, flags: int = 0):
+    try:
+        return sre_parse.parse(pattern, flags)
+    except re.error as e:
+        raise GrammarError(f"invalid regular expression {pattern!r}: {e.msg}", position=e.pos, source=pattern) from None
+    except (OverflowError, RecursionError) as e:
+        raise GrammarError(f"regular expression {pattern!r} too large: {e}", source=pattern) from None
+
+
+class _Builder:
+    def __init__(self, nfa: NFA, encoder, pattern: str):
+        self.nfa = nfa
+        self.enc = encoder
+        self.pattern = pattern
+
+    def unsupported(self, what: str):
+        raise UnsupportedFeature(f"regular expression {self.pattern!r} uses {what}, which a finite automaton cannot enforce exactly")
+
+    def class_ranges(self, items, icase: bool) -> cc.Ranges:
+        negate = False
+        ranges: cc.Ranges = []
+        for op, av in items:
+            if op is C.NEGATE:
+                negate = True
+            elif op is C.LITERAL:
+                ranges.append((av, av))
+            elif op is C.RANGE:
+                ranges.append(av)
+            elif op is C.CATEGORY:
+                name, neg = _CATS[av]
+                ranges.extend(cc.category(name, neg))
+            else:
+                self.unsupported(f"class item {op}")
+        ranges = cc.normalize(ranges)
+        if icase:
+            ranges = cc.casefold_ranges(ranges)
+        return cc.complement(ranges) if negate else ranges
+
+    def chars(self, a: int, ranges: cc.Ranges, b: int) -> None:
+        if ranges:
+            self.enc.add_chars(self.nfa, a, ranges, b)
+
+    def seq(self, items, a: int, b: int, flags: int) -> None:
+        items = list(items)
+        cur = a
+        for i, item in enumerate(items):
+            nxt = b if i == len(items) - 1 else self.nfa.new_state()
+            self.node(item, cur, nxt, flags)
+            cur = nxt
+        if not items:
+            self.nfa.add_eps(a, b)
+
+    def node(self, item, a: int, b: int, flags: int) -> None:
+        op, av = item
+        icase = bool(flags & re.IGNORECASE)
+        nfa = self.nfa
+        if op is C.LITERAL:
+            self.chars(a, cc.casefold_ranges([(av, av)]) if icase else [(av, av)], b)
+        elif op is C.NOT_LITERAL:
+            r = cc.casefold_ranges([(av, av)]) if icase else [(av, av)]
+            self.chars(a, cc.complement(r), b)
+        elif op is C.ANY:
+            self.chars(a, _ANY if flags & re.DOTALL else _ANY_NO_NL, b)
+        elif op is C.IN:
+            self.chars(a, self.class_ranges(av, icase), b)
+        elif op is C.CATEGORY:
+            name, neg = _CATS.get(av, (None, None))
+            if name is None:
+                self.unsupported(f"category {av}")
+            self.chars(a, cc.category(name, neg), b)
+        elif op is C.BRANCH:
+            for alt in av[1]:
+                self.seq(alt, a, b, flags)
+        elif op is C.SUBPATTERN:
+            _group, add, dele, p = av
+            self.seq(p, a, b, (flags | add) & ~dele)
+        elif op is C.ATOMIC_GROUP:
+            self.unsupported("an atomic group")
+        elif op in (C.MAX_REPEAT, C.MIN_REPEAT, C.POSSESSIVE_REPEAT):
+            lo, hi, p = av
+            if op is C.POSSESSIVE_REPEAT:
+                self.unsupported("a possessive quantifier")
+            self.repeat(p, lo, None if hi == C.MAXREPEAT else hi, a, b, flags)
+        elif op is C.AT:
+            if av in (C.AT_BEGINNING, C.AT_BEGINNING_STRING, C.AT_END, C.AT_END_STRING):
+                self.unsupported("an anchor (^ or $) in the middle of the pattern")
+            self.unsupported("a word-boundary assertion")
+        elif op in (C.GROUPREF, C.GROUPREF_EXISTS):
+            self.unsupported("a backreference")
+        elif op in (C.ASSERT, C.ASSERT_NOT):
+            self.unsupported("a lookaround assertion")
+        else:
+            self.unsupported(str(op))
+
+    def repeat(self, p, lo: int, hi: int | None, a: int, b: int, flags: int) -> None:
+        if lo > MAX_REPEAT_EXPANSION or (hi is not None and hi > MAX_REPEAT_EXPANSION):
+            raise GrammarError(
+                f"repetition bound {max(lo, hi or 0)} in {self.pattern!r} exceeds the limit of {MAX_REPEAT_EXPANSION}"
+            )
+        nfa = self.nfa
+        cur = a
+        for _ in range(lo):
+            nxt = nfa.new_state()
+            self.seq(p, cur, nxt, flags)
+            cur = nxt
+        if hi is None:
+            loop = nfa.new_state()
+            nfa.add_eps(cur, loop)
+            body_end = nfa.new_state()
+            self.seq(p, loop, body_end, flags)
+            nfa.add_eps(body_end, loop)
+            nfa.add_eps(loop, b)
+        else:
+            for _ in range(hi - lo):
+                nfa.add_eps(cur, b)
+                nxt = nfa.new_state()
+                self.seq(p, cur, nxt, flags)
+                cur = nxt
+            nfa.add_eps(cur, b)
+
+
+def _split_anchors(items: list) -> tuple[bool, list, bool]:
+    """Strip a leading ^ and trailing $ of one top-level alternative."""
+    start = end = False
+    while items and items[0][0] is C.AT and items[0][1] in (C.AT_BEGINNING, C.AT_BEGINNING_STRING):
+        start = True
+        items = items[1:]
+    while items and items[-1][0] is C.AT and items[-1][1] in (C.AT_END, C.AT_END_STRING):
+        end = True
+        items = items[:-1]
+    return start, items, end
+
+
+def _top_alternatives(tree) -> list[list]:
+    """Top-level alternatives, looking through a single enclosing group."""
+    items = list(tree)
+    start, inner, end = _split_anchors(items)
+    if len(inner) == 1 and inner[0][0] is C.BRANCH:
+        alts = [list(alt) for alt in inner[0][1][1]]
+    elif len(inner) == 1 and inner[0][0] is C.SUBPATTERN and not (start or end) and inner[0][1][1] == 0:
+        return _top_alternatives(inner[0][1][3])
+    else:
+        return [items]
+    if start or end:  # ^(a|b)$ : anchors apply to every alternative
+        pre = [(C.AT, C.AT_BEGINNING)] if start else []
+        post = [(C.AT, C.AT_END)] if end else []
+        return [pre + alt + post for alt in alts]
+    return alts
+
+
+def build_nfa(pattern: str, *, encoder=cc.UTF8, search: bool = False, flags: int = 0,
+              nfa: NFA | None = None, a: int | None = None, b: int | None = None) -> NFA:
+    """Add ``pattern`` between states ``a`` and ``b`` of ``nfa`` (new NFA by default).
+
+    ``search=True`` gives JSON Schema ``pattern`` semantics: the pattern may
+    match anywhere unless anchored with ``^`` / ``$``.
+    """
+    tree = parse(pattern, flags)
+    nfa = nfa or NFA()
+    a = nfa.start if a is None else a
+    b = nfa.final if b is None else b
+    gflags = tree.state.flags
+    builder = _Builder(nfa, encoder, pattern)
+    any_char = _ANY if gflags & re.DOTALL else _ANY_NO_NL
+    for alt in _top_alternatives(tree):
+        start, body, end = _split_anchors(alt)
+        cur = a
+        if search and not start:
+            loop = nfa.new_state()
+            nfa.add_eps(cur, loop)
+            builder.chars(loop, _ANY, loop)
+            cur = loop
+        mid = nfa.new_state()
+        builder.seq(body, cur, mid, gflags)
+        if search and not end:
+            builder.chars(mid, _ANY, mid)
+        nfa.add_eps(mid, b)
+    del any_char
+    return nfa
+
+
+@functools.lru_cache(maxsize=4096)
+def _compile_cached(pattern: str, search: bool, json_string: bool, flags: int) -> DFA:
+    enc = cc.JSON_STRING if json_string else cc.UTF8
+    return determinize(build_nfa(pattern, encoder=enc, search=search, flags=flags))
+
+
+def compile_regex(pattern: str, *, search: bool = False, json_string: bool = False, flags: int = 0) -> DFA:
+    """Compile ``pattern`` to a trimmed byte DFA (cached).
+
+    ``json_string=True`` accepts the characters as they appear inside a JSON
+    string literal (escapes allowed), without the surrounding quotes.
+    """
+    return _compile_cached(pattern, search, json_string, flags)
+
+
+def literal_pattern(text: str) -> str:
+    return re.escape(text)

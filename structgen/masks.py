@@ -1,0 +1,198 @@
+"""Token bitmasks: the one data structure between the grammar engine and logits.
+
+Layout (XGrammar's, so its users and kernels can share our masks): an
+``int32`` tensor of shape ``[batch, ceil(vocab_size / 32)]``; token ``t`` is
+allowed iff bit ``t % 32`` of word ``t // 32`` is set.  A packed mask is 32x
+smaller than a bool mask, which matters when a 129k vocabulary is filled every
+step and copied to a GPU.
+
+The engine (pure Python/numpy) only *fills* masks; this module is the only
+place that turns them into masked logits, so it is the only code that needs a
+GPU kernel later.  ``apply_token_bitmask_inplace`` dispatches to a backend
+function with a kernel-shaped signature (``_apply_token_bitmask_torch``); a
+Triton/CUDA kernel can be slotted in beside it without touching callers.
+"""
+from __future__ import annotations
+
+from typing import Callable, Sequence
+
+import torch
+
+__all__ = [
+    "allocate_token_bitmask",
+    "reset_token_bitmask",
+    "apply_token_bitmask_inplace",
+    "bitmask_to_bool",
+    "bool_to_bitmask",
+    "get_bitmask_shape",
+]
+
+_BITS = 32
+
+
+def get_bitmask_shape(batch_size: int, vocab_size: int) -> tuple[int, int]:
+    """Shape ``(batch_size, ceil(vocab_size / 32))`` of a bitmask for ``vocab_size`` tokens."""
+    return batch_size, (vocab_size + _BITS - 1) // _BITS
+
+
+def allocate_token_bitmask(batch_size: int, vocab_size: int) -> torch.Tensor:
+    """A CPU ``int32`` bitmask ``[batch_size, ceil(vocab_size/32)]`` with every bit set.
+
+    All bits set (each word ``-1``) means "everything allowed", so a row that a
+    matcher never fills leaves its logits untouched.
+    """
+    if batch_size < 1 or vocab_size < 1:
+        raise ValueError(f"batch_size and vocab_size must be positive, got {batch_size}, {vocab_size}")
+    return torch.full(get_bitmask_shape(batch_size, vocab_size), -1, dtype=torch.int32)
+
+
+def reset_token_bitmask(bitmask: torch.Tensor) -> None:
+    """Set every bit again (everything allowed), in place."""
+    bitmask.fill_(-1)
+
+
+_SHIFTS: dict[torch.device, torch.Tensor] = {}
+
+
+def _shifts(device: torch.device) -> torch.Tensor:
+    s = _SHIFTS.get(device)
+    if s is None:
+        s = _SHIFTS[device] = torch.arange(_BITS, dtype=torch.int32, device=device)
+    return s
+
+
+def bitmask_to_bool(bitmask: torch.Tensor, vocab_size: int | None = None) -> torch.Tensor:
+    """Unpack ``int32 [..., W]`` into ``bool [..., vocab_size]`` (``True`` = allowed).
+
+    ``vocab_size`` defaults to ``32 * W``; it may not exceed it.
+    """
+    if bitmask.dtype != torch.int32:
+        raise TypeError(f"bitmask must be int32, got {bitmask.dtype}")
+    width = bitmask.shape[-1] * _BITS
+    if vocab_size is None:
+        vocab_size = width
+    if vocab_size > width:
+        raise ValueError(f"vocab_size {vocab_size} exceeds the bitmask's {width} bits")
+    # Arithmetic right shift sign-extends negative words, but `& 1` keeps only
+    # the bit we shifted down, so bit 31 reads correctly too.
+    bits = (bitmask.unsqueeze(-1) >> _shifts(bitmask.device)) & 1
+    return bits.reshape(*bitmask.shape[:-1], width)[..., :vocab_size].bool()
+
+
+def bool_to_bitmask(allowed: torch.Tensor) -> torch.Tensor:
+    """Pack ``bool [..., V]`` into ``int32 [..., ceil(V/32)]`` (the inverse of ``bitmask_to_bool``).
+
+    Padding bits past ``V`` are left clear.  Meant for tests and for engines
+    that compute a bool mask; the hot path fills words directly.
+    """
+    v = allowed.shape[-1]
+    words = (v + _BITS - 1) // _BITS
+    pad = words * _BITS - v
+    a = allowed.to(torch.int64)
+    if pad:
+        a = torch.nn.functional.pad(a, (0, pad))
+    a = a.reshape(*allowed.shape[:-1], words, _BITS)
+    packed = (a << torch.arange(_BITS, dtype=torch.int64, device=allowed.device)).sum(-1)
+    # Map [0, 2^32) onto int32's two's complement.
+    packed = torch.where(packed >= 2**31, packed - 2**32, packed)
+    return packed.to(torch.int32)
+
+
+def _apply_token_bitmask_torch(
+    logits: torch.Tensor,
+    bitmask: torch.Tensor,
+    vocab_size: int,
+    indices: torch.Tensor | None,
+) -> None:
+    """Reference/CPU kernel: ``logits[r, t] = -inf`` where bit t of ``bitmask[r]`` is clear.
+
+    ``logits`` is 2-D ``[B, >=vocab_size]``, ``bitmask`` 2-D int32 ``[B, W]``
+    with ``32*W >= vocab_size``, both on the same device; ``indices`` (int64,
+    optional) lists the rows to mask, each row ``r`` of logits paired with row
+    ``r`` of the bitmask.  A GPU kernel takes exactly these arguments.
+    Vectorised: one unpack and one ``masked_fill`` per call, no Python loop
+    over tokens.
+    """
+    if indices is None:
+        allowed = bitmask_to_bool(bitmask, vocab_size)
+        logits[:, :vocab_size].masked_fill_(~allowed, float("-inf"))
+        return
+    allowed = bitmask_to_bool(bitmask.index_select(0, indices), vocab_size)
+    rows = logits[:, :vocab_size].index_select(0, indices)
+    rows.masked_fill_(~allowed, float("-inf"))
+    logits[:, :vocab_size].index_copy_(0, indices, rows)
+
+
+# Backend registry: device type -> kernel with _apply_token_bitmask_torch's signature.
+_KERNELS: dict[str, Callable[[torch.Tensor, torch.Tensor, int, torch.Tensor | None], None]] = {}
+
+
+def register_bitmask_kernel(
+    device_type: str,
+    kernel: Callable[[torch.Tensor, torch.Tensor, int, torch.Tensor | None], None],
+) -> None:
+    """Use ``kernel`` for logits on ``device_type`` (e.g. ``"cuda"``) instead of the torch path."""
+    _KERNELS[device_type] = kernel
+
+
+def apply_token_bitmask_inplace(
+    logits: torch.Tensor,
+    bitmask: torch.Tensor,
+    indices: Sequence[int] | torch.Tensor | None = None,
+    *,
+    vocab_size: int | None = None,
+) -> None:
+    """Set the logits of disallowed tokens to ``-inf``, in place.
+
+    ``logits``: ``[V']`` or ``[B, V']`` float tensor (any float dtype/device).
+    ``bitmask``: int32 ``[W]`` or ``[B, W]`` (a 1-D logits row takes a 1-D
+    mask or a one-row 2-D mask).  Only the first
+    ``min(V', 32*W, vocab_size)`` columns are touched: models often pad their
+    logits beyond the tokenizer (those columns are the tokenizer's job to
+    exclude via ``special_ids``), and a mask may be sized for the tokenizer
+    rather than for the logits.  ``indices`` picks which batch rows to mask
+    (row ``r`` of logits with row ``r`` of the mask); ``None`` means all.
+    """
+    if bitmask.dtype != torch.int32:
+        raise TypeError(f"bitmask must be int32, got {bitmask.dtype}")
+    if not logits.is_floating_point():
+        raise TypeError(f"logits must be a float tensor, got {logits.dtype}")
+    if logits.dim() == 1:
+        if bitmask.dim() == 2:
+            if bitmask.shape[0] != 1:
+                raise ValueError(f"1-D logits need a one-row bitmask, got shape {tuple(bitmask.shape)}")
+        elif bitmask.dim() != 1:
+            raise ValueError(f"bitmask must be 1-D or 2-D, got shape {tuple(bitmask.shape)}")
+        if indices is not None:
+            raise ValueError("indices apply to 2-D (batched) logits only")
+        logits2, bitmask2 = logits.unsqueeze(0), bitmask.reshape(1, -1)
+    elif logits.dim() == 2:
+        if bitmask.dim() != 2:
+            raise ValueError(f"2-D logits need a 2-D bitmask, got shape {tuple(bitmask.shape)}")
+        logits2, bitmask2 = logits, bitmask
+        if indices is None and bitmask.shape[0] != logits.shape[0]:
+            raise ValueError(
+                f"batch sizes differ: logits {logits.shape[0]} rows, bitmask {bitmask.shape[0]} rows"
+            )
+    else:
+        raise ValueError(f"logits must be 1-D or 2-D, got shape {tuple(logits.shape)}")
+
+    width = min(logits2.shape[-1], bitmask2.shape[-1] * _BITS)
+    if vocab_size is not None:
+        width = min(width, vocab_size)
+    if width <= 0:
+        return
+    if bitmask2.device != logits2.device:
+        bitmask2 = bitmask2.to(logits2.device, non_blocking=True)
+
+    idx: torch.Tensor | None = None
+    if indices is not None:
+        idx = torch.as_tensor(indices, dtype=torch.int64, device=logits2.device).reshape(-1)
+        n = min(logits2.shape[0], bitmask2.shape[0])
+        if idx.numel() and (int(idx.min()) < 0 or int(idx.max()) >= n):
+            raise IndexError(f"indices out of range for {n} rows")
+        if idx.numel() == 0:
+            return
+
+    kernel = _KERNELS.get(logits2.device.type, _apply_token_bitmask_torch)
+    kernel(logits2, bitmask2, width, idx)

