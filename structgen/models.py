@@ -20,6 +20,7 @@ import json
 import os
 import shutil
 import tempfile
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -210,14 +211,24 @@ def _load_gguf_cached(gguf: Path, name: str, dtype: torch.dtype, root: Path) -> 
             _strip_quantization(model)
             tok = _gguf_tokenizer(gguf, name, root)
         model.config._name_or_path = name
-        root.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(dir=root, prefix=f".{folder.name}-"))
-        model.save_pretrained(str(tmp))
-        tok.save_pretrained(str(tmp))
         info = _make_info(model, tok, name)
-        atomic_pickle_dump(info.to_dict(), tmp / _INFO_FILE)
-        (tmp / _MARKER).write_text(json.dumps({"source": key, "format": _FORMAT, "dtype": _dtype_name(dtype)}))
-        _publish(tmp, folder)
+        try:
+            root.mkdir(parents=True, exist_ok=True)
+            tmp = Path(tempfile.mkdtemp(dir=root, prefix=f".{folder.name}-"))
+            try:
+                model.save_pretrained(str(tmp))
+                tok.save_pretrained(str(tmp))
+                atomic_pickle_dump(info.to_dict(), tmp / _INFO_FILE)
+                (tmp / _MARKER).write_text(
+                    json.dumps({"source": key, "format": _FORMAT, "dtype": _dtype_name(dtype)})
+                )
+                tmp.chmod(0o755)
+            except BaseException:
+                shutil.rmtree(tmp, ignore_errors=True)
+                raise
+            _publish(tmp, folder)
+        except OSError as e:  # read-only or full cache: still return the model, just slower next time
+            warnings.warn(f"structgen: could not cache the converted model in {root}: {e}", stacklevel=3)
         model.eval()
         return Model(model, tok, info, name, dtype, str(gguf))
     model = AutoModelForCausalLM.from_pretrained(str(folder), dtype=dtype)
@@ -248,6 +259,7 @@ def load_default_tokenizer(cache_dir: str | os.PathLike[str] | None = None) -> A
         tmp = Path(tempfile.mkdtemp(dir=root, prefix=f".{folder.name}-"))
         tok.save_pretrained(str(tmp))
         (tmp / _MARKER).write_text(json.dumps({"source": key, "format": _FORMAT, "dtype": None}))
+        tmp.chmod(0o755)
         _publish(tmp, folder)
     except OSError:
         pass

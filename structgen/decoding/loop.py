@@ -254,20 +254,28 @@ def generate_constrained(
         tm = time.perf_counter()
         bitmask.fill_(0)  # a matcher sets the bits it allows; stale bits must not leak
         matcher.fill_next_token_bitmask(bitmask, 0)
-        if budget_guard is not None:
+        guard_allows = getattr(budget_guard, "allows", None)
+        if budget_guard is not None and guard_allows is None:
             budget_guard(bitmask, max_tokens - step)
         if logits.shape[-1] > info.vocab_size:
             logits[info.vocab_size:] = float("-inf")  # logits beyond the table: never allowed
         apply_token_bitmask_inplace(logits, bitmask, vocab_size=info.vocab_size)
         mask_s += time.perf_counter() - tm
-        try:
-            t = sample_next(logits, temperature=temperature, top_p=top_p, top_k=top_k, generator=gen)
-        except GenerationError:  # every logit is -inf: the mask allowed nothing
-            raise GenerationError(
-                f"no token is allowed after {len(out)} generated tokens "
-                "(the constraint cannot be continued with this vocabulary)",
-                partial=partial(),
-            ) from None
+        while True:
+            try:
+                t = sample_next(logits, temperature=temperature, top_p=top_p, top_k=top_k, generator=gen)
+            except GenerationError:  # every logit is -inf: the mask allowed nothing
+                raise GenerationError(
+                    f"no token is allowed after {len(out)} generated tokens "
+                    "(the constraint cannot be continued with this vocabulary"
+                    + (" within max_tokens" if guard_allows is not None else "") + ")",
+                    partial=partial(),
+                ) from None
+            # a guard with ``allows(token, remaining)`` checks only the sampled token and
+            # resamples without it: the same distribution as masking every failing token
+            if guard_allows is None or guard_allows(t, max_tokens - step):
+                break
+            logits[t] = float("-inf")
         if t in eos:
             if not matcher.is_accepting() or not matcher.accept_token(t):
                 raise GenerationError(

@@ -95,6 +95,14 @@ def check_schema(schema) -> None:
     try:
         cls.check_schema(schema)
     except jsonschema.exceptions.SchemaError as e:
+        # no "$schema": older drafts' spellings (boolean exclusiveMinimum, ...) are accepted too
+        if not (isinstance(schema, dict) and "$schema" in schema):
+            for older in (jsonschema.Draft7Validator, jsonschema.Draft4Validator):
+                try:
+                    older.check_schema(schema)
+                    return
+                except jsonschema.exceptions.SchemaError:
+                    pass
         ptr = "#/" + "/".join(str(p) for p in e.path) if e.path else "#"
         raise SchemaError(f"invalid schema: {e.message}", pointer=ptr) from None
 
@@ -528,7 +536,8 @@ class _Compiler:
         if "boolean" in types:
             alts.append(self.term(("lit", "bool"), union(literal_dfa(b"true"), literal_dfa(b"false")), "BOOL"))
         if "number" in types or "integer" in types:
-            e = self.number(nodes, integer="number" not in types)
+            e = self.number(nodes, integer="number" not in types,
+                            non_integer="integer" in excluded_types and "number" in types)
             if e is not None:
                 alts.append(e)
         if "string" in types:
@@ -604,7 +613,7 @@ class _Compiler:
         return self.term(("num", tuple(sorted(forms))), d, "LIT")
 
     # -- scalars ----------------------------------------------------------------------------
-    def number(self, nodes: list[_Node], integer: bool) -> Expr | None:
+    def number(self, nodes: list[_Node], integer: bool, non_integer: bool = False) -> Expr | None:
         kw: dict = {}
         mults = []
         for n in nodes:
@@ -636,9 +645,14 @@ class _Compiler:
                 d = number_dfa(integer=integer, **kw)
             else:
                 raise UnsupportedFeature(str(e).split(": ", 1)[-1], pointer=nodes[0].ptr, keyword="multipleOf") from None
+        if non_integer:  # "not": {"type": "integer"}: numbers with a non-zero fraction (no exponent forms)
+            from .regex import compile_regex
+
+            d = intersect(d, compile_regex(r"-?(0|[1-9][0-9]*)\.[0-9]*[1-9][0-9]*"))
         if d.is_empty():
             return None
-        return self.term(("num", integer, tuple(sorted(kw.items())), tuple(mults)), d, "INT" if integer else "NUM")
+        return self.term(("num", integer, non_integer, tuple(sorted(kw.items())), tuple(mults)), d,
+                         "INT" if integer else "NUM")
 
     def string(self, nodes: list[_Node], excluded: list) -> Expr | None:
         patterns: list[str] = []

@@ -91,10 +91,13 @@ def quoted(content: DFA) -> DFA:
     cm[q] = quote_cls
     C = content.n_classes + 1
     trans = np.full((n + 2, C), -1, dtype=np.int32)
-    trans[1:n + 1, :content.n_classes] = np.where(content.trans >= 0, content.trans + 1, -1)
-    # original column for '"' (must be dead inside JSON content)
+    inner = np.where(content.trans >= 0, content.trans + 1, -1)
+    trans[1:n + 1, :content.n_classes] = inner
+    # '"' inside the content only follows a backslash (an escape); elsewhere it closes the string
+    trans[1:n + 1, quote_cls] = inner[:, content.classmap[q]]
     trans[0, quote_cls] = content.start + 1
     for s in np.nonzero(content.accept)[0]:
+        assert trans[s + 1, quote_cls] < 0, "raw quote inside JSON string content"
         trans[s + 1, quote_cls] = n + 1
     accept = np.zeros(n + 2, dtype=bool)
     accept[n + 1] = True

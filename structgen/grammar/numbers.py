@@ -63,7 +63,7 @@ class _Builder:
 
 
 def _unsigned_cmp_dfa(bound: Fraction, upper: bool, inclusive: bool, allow_fraction: bool) -> DFA:
-    """Unsigned decimals ``(0|[1-9]\d*)(\.\d+)?`` that are <= (upper) or >= bound."""
+    r"""Unsigned decimals ``(0|[1-9]\d*)(\.\d+)?`` that are <= (upper) or >= bound."""
     digits = _digits_of(bound)
     if digits is None:
         raise UnsupportedFeature(f"numeric bound {float(bound)} is not a terminating decimal")

@@ -1,0 +1,42 @@
+"""structgen: structured generation for language models.
+
+Constraints (JSON Schema, regular expressions, Lark grammars) compile to token
+automata; a Matcher tracks one output and fills token bitmasks; the decoding
+loop never lets a token through that breaks the constraint.
+"""
+from __future__ import annotations
+
+from .errors import (GenerationError, GrammarError, ModelNotFound, SchemaError, StructgenError,
+                     UnsupportedFeature)
+
+__version__ = "0.1.0"
+
+_LAZY = {
+    "GrammarCompiler": ("structgen.compiler", "GrammarCompiler"),
+    "CompiledGrammar": ("structgen.engine.compiled", "CompiledGrammar"),
+    "Matcher": ("structgen.engine.matcher", "Matcher"),
+    "TokenizerInfo": ("structgen.tokenizer", "TokenizerInfo"),
+    "load_tokenizer_info": ("structgen.tokenizer", "load_tokenizer_info"),
+    "load_model": ("structgen.models", "load_model"),
+    "Model": ("structgen.models", "Model"),
+    "generate_json": ("structgen.api", "generate_json"),
+    "generate_regex": ("structgen.api", "generate_regex"),
+    "generate_grammar": ("structgen.api", "generate_grammar"),
+    "allocate_token_bitmask": ("structgen.masks", "allocate_token_bitmask"),
+    "apply_token_bitmask_inplace": ("structgen.masks", "apply_token_bitmask_inplace"),
+}
+
+__all__ = sorted(list(_LAZY) + ["StructgenError", "GrammarError", "SchemaError", "UnsupportedFeature",
+                                "GenerationError", "ModelNotFound", "__version__"])
+
+
+def __getattr__(name: str):
+    """Import heavy modules (torch, transformers) only when they are used."""
+    if name in _LAZY:
+        import importlib
+
+        mod, attr = _LAZY[name]
+        value = getattr(importlib.import_module(mod), attr)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'structgen' has no attribute {name!r}")

@@ -1,0 +1,157 @@
+"""The functions most users call: generate_json, generate_regex, generate_grammar.
+
+Each compiles the constraint once per (model tokenizer, constraint) — the
+compiler is cached on the model — runs the constrained decoding loop with the
+finish-within-budget guard, and checks the result before returning it: a
+JSON output is parsed and validated with ``jsonschema`` (format assertion on),
+so nothing invalid is ever returned as if it were valid.
+"""
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+from .compiler import GrammarCompiler
+from .engine.compiled import CompiledGrammar
+from .engine.matcher import Matcher
+from .errors import GenerationError
+
+DEFAULT_MAX_TOKENS = 512
+
+
+def compiler_for(model) -> GrammarCompiler:
+    """The (cached) GrammarCompiler for a model's tokenizer."""
+    comp = getattr(model, "_structgen_compiler", None)
+    if comp is None or comp.tokenizer is not model.info:
+        comp = GrammarCompiler(model.info)
+        object.__setattr__(model, "_structgen_compiler", comp)
+    return comp
+
+
+def _resolve_model(model):
+    if model is None or isinstance(model, str):
+        from .models import load_model
+
+        return load_model(model)
+    return model
+
+
+class BudgetGuard:
+    """Finish within budget: refuse a token after which the output can no longer
+    be completed in the tokens that remain.
+
+    The shortest completion (in bytes, each at most one token) is precomputed per
+    automaton state; a candidate token is checked only when the budget is close
+    to it, so the guard costs nothing for most of a generation."""
+
+    def __init__(self, matcher: Matcher, longest_token_bytes: int):
+        self.matcher = matcher
+        self.margin = longest_token_bytes + 1
+
+    def allows(self, token_id: int, remaining: int) -> bool:
+        """True if after ``token_id`` the output can still finish within ``remaining - 1`` tokens (+EOS)."""
+        m = self.matcher
+        if remaining - 1 > m.min_completion_bytes() + self.margin + 1:
+            return True
+        if token_id in m.grammar.eos_ids:
+            return True
+        if not m.accept_token(token_id):
+            return False
+        try:
+            need = m.min_completion_bytes()
+            return need + (0 if m.is_terminated() else 1) <= remaining - 1
+        finally:
+            m.rollback(1)
+
+
+def _run(model, grammar: CompiledGrammar, prompt_text: str, *, max_tokens: int, temperature: float,
+         top_p: float, top_k: int, seed: int | None):
+    from .decoding.loop import generate_constrained
+
+    matcher = Matcher(grammar)
+    guard = BudgetGuard(matcher, max((len(b) for b in model.info.token_bytes), default=1))
+    ids = model.encode(prompt_text)
+    return generate_constrained(model, ids, matcher, max_tokens=max_tokens, temperature=temperature, top_p=top_p,
+                                top_k=top_k, seed=seed, budget_guard=guard)
+
+
+def schema_prompt(schema: dict, user: str | None = None) -> str:
+    """A sensible instruction built from the schema (title, description, the schema itself)."""
+    parts = []
+    if isinstance(schema, dict):
+        if schema.get("title"):
+            parts.append(f"Produce a {schema['title']}.")
+        if schema.get("description"):
+            parts.append(str(schema["description"]))
+    if user:
+        parts.append(user)
+    parts.append("Answer with a single JSON value that matches this JSON Schema:\n" + json.dumps(schema))
+    return "\n".join(parts)
+
+
+def generate_json(model, schema: Any, prompt: str | None = None, *, max_tokens: int = DEFAULT_MAX_TOKENS,
+                  temperature: float = 0.0, top_p: float = 1.0, top_k: int = 0, seed: int | None = None,
+                  whitespace: str = "compact", strict: bool = False, lenient: bool = False,
+                  system: str | None = None, chat: bool = True, return_result: bool = False) -> Any:
+    """Generate one JSON value that satisfies ``schema`` and return it parsed.
+
+    ``schema``: a dict, JSON text, or a Pydantic model class (then an instance
+    is returned).  ``prompt``: the user's request; when None, one is built from
+    the schema.  ``whitespace="compact"`` (the default) makes runaway
+    whitespace impossible.  The output is validated with ``jsonschema``;
+    ``GenerationError`` is raised (with ``.partial``) if generation cannot
+    finish or, in ``lenient`` mode, if the result does not validate.
+    """
+    from .grammar.json_schema import normalize_schema_input
+
+    model = _resolve_model(model)
+    pyd = schema if isinstance(schema, type) and hasattr(schema, "model_validate") else None
+    schema_dict = normalize_schema_input(schema)
+    grammar = compiler_for(model).compile_json_schema(schema_dict, whitespace=whitespace, strict=strict,
+                                                      lenient=lenient)
+    user = schema_prompt(schema_dict, prompt)
+    text = model.chat_prompt(user, system=system) if chat else user
+    result = _run(model, grammar, text, max_tokens=max_tokens, temperature=temperature, top_p=top_p, top_k=top_k,
+                  seed=seed)
+    try:
+        value = json.loads(result.text)
+    except json.JSONDecodeError as e:  # pragma: no cover - the grammar makes this impossible
+        raise GenerationError(f"output is not JSON: {e}", partial=result.text) from None
+    errors = sorted(grammar.validator.iter_errors(value), key=lambda e: list(e.path)) if grammar.validator else []
+    if errors:
+        err = errors[0]
+        ptr = "/" + "/".join(str(p) for p in err.path)
+        raise GenerationError(f"output does not validate at {ptr}: {err.message}", partial=result.text)
+    if pyd is not None:
+        value = pyd.model_validate(value)
+    if return_result:
+        return value, result
+    return value
+
+
+def generate_regex(model, pattern: str, prompt: str, *, max_tokens: int = DEFAULT_MAX_TOKENS,
+                   temperature: float = 0.0, top_p: float = 1.0, top_k: int = 0, seed: int | None = None,
+                   system: str | None = None, chat: bool = True) -> str:
+    """Generate text that fully matches ``pattern`` (Python regex syntax)."""
+    model = _resolve_model(model)
+    grammar = compiler_for(model).compile_regex(pattern)
+    text = model.chat_prompt(prompt, system=system) if chat else prompt
+    result = _run(model, grammar, text, max_tokens=max_tokens, temperature=temperature, top_p=top_p, top_k=top_k,
+                  seed=seed)
+    if re.fullmatch(pattern, result.text) is None:  # pragma: no cover - guaranteed by construction
+        raise GenerationError("output does not match the pattern", partial=result.text)
+    return result.text
+
+
+def generate_grammar(model, grammar: str | Path, prompt: str, *, start: str = "start",
+                     max_tokens: int = DEFAULT_MAX_TOKENS, temperature: float = 0.0, top_p: float = 1.0,
+                     top_k: int = 0, seed: int | None = None, system: str | None = None, chat: bool = True) -> str:
+    """Generate text in the language of a Lark grammar (text or a ``.lark`` path)."""
+    model = _resolve_model(model)
+    compiled = compiler_for(model).compile_lark(grammar, start=start)
+    text = model.chat_prompt(prompt, system=system) if chat else prompt
+    result = _run(model, compiled, text, max_tokens=max_tokens, temperature=temperature, top_p=top_p, top_k=top_k,
+                  seed=seed)
+    return result.text

@@ -1,0 +1,102 @@
+"""JSON Schema Test Suite coverage, per keyword file (as the JSONSchemaBench paper reports it).
+
+A group (one schema with its instances) is *handled exactly* when the schema
+compiles and every valid instance is accepted and every invalid one rejected.
+A compile failure must be a structgen error (an explicit refusal); an invalid
+instance accepted is an *invalidation* — the one outcome that must never happen.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..errors import StructgenError
+
+DEFAULT_SUITE = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "json-schema-test-suite"
+
+
+@dataclass
+class GroupResult:
+    file: str
+    index: int
+    description: str
+    status: str  # exact | compile_error | validation_error | invalidation_error | crash
+    detail: str = ""
+
+
+@dataclass
+class SuiteReport:
+    groups: list[GroupResult] = field(default_factory=list)
+
+    def by_file(self) -> dict[str, dict[str, int]]:
+        out: dict[str, dict[str, int]] = {}
+        for g in self.groups:
+            row = out.setdefault(g.file, {"groups": 0, "exact": 0, "compile_error": 0, "validation_error": 0,
+                                          "invalidation_error": 0, "crash": 0})
+            row["groups"] += 1
+            row[g.status] += 1
+        return out
+
+    def exact_ids(self) -> set[str]:
+        return {f"{g.file}#{g.index}" for g in self.groups if g.status == "exact"}
+
+    def table(self) -> str:
+        rows = self.by_file()
+        lines = ["| keyword file | groups | exact | refused | valid rejected | invalid accepted | crash |",
+                 "|---|---:|---:|---:|---:|---:|---:|"]
+        tot = {k: 0 for k in ("groups", "exact", "compile_error", "validation_error", "invalidation_error", "crash")}
+        for f in sorted(rows):
+            r = rows[f]
+            for k in tot:
+                tot[k] += r[k]
+            lines.append(f"| {f} | {r['groups']} | {r['exact']} | {r['compile_error']} | {r['validation_error']} "
+                         f"| {r['invalidation_error']} | {r['crash']} |")
+        lines.append(f"| **total** | {tot['groups']} | {tot['exact']} ({100 * tot['exact'] / max(tot['groups'], 1):.1f}%)"
+                     f" | {tot['compile_error']} | {tot['validation_error']} | {tot['invalidation_error']} "
+                     f"| {tot['crash']} |")
+        return "\n".join(lines)
+
+
+def run_test_suite(compiler, suite_dir: Path | str = DEFAULT_SUITE, *, draft: str = "draft2020-12",
+                   files: list[str] | None = None, progress: bool = False) -> SuiteReport:
+    """Run every group of the suite's ``tests/<draft>/*.json`` (optional/ excluded)."""
+    from ..engine.matcher import Matcher
+
+    root = Path(suite_dir) / "tests" / draft
+    paths = sorted(root.glob("*.json"))
+    if files:
+        paths = [p for p in paths if p.stem in files]
+    report = SuiteReport()
+    it = paths
+    if progress:
+        from tqdm import tqdm
+
+        it = tqdm(paths, desc="test suite", unit="file")
+    for path in it:
+        for i, group in enumerate(json.loads(path.read_text())):
+            report.groups.append(_run_group(compiler, Matcher, path.stem, i, group))
+    return report
+
+
+def _run_group(compiler, Matcher, file: str, index: int, group: dict) -> GroupResult:
+    desc = group.get("description", "")
+    try:
+        g = compiler.compile_json_schema(group["schema"], whitespace="flexible")
+    except StructgenError as e:
+        return GroupResult(file, index, desc, "compile_error", f"{type(e).__name__}: {e}")
+    except Exception as e:  # noqa: BLE001 - a crash is a finding, reported not raised
+        return GroupResult(file, index, desc, "crash", f"{type(e).__name__}: {e}")
+    m = Matcher(g)
+    for t in group["tests"]:
+        m.reset()
+        try:
+            data = json.dumps(t["data"], ensure_ascii=False).encode("utf-8")
+        except ValueError:
+            continue
+        ok = m.accept_bytes(data) and m.is_accepting()
+        if t["valid"] and not ok:
+            return GroupResult(file, index, desc, "validation_error", t.get("description", ""))
+        if not t["valid"] and ok:
+            return GroupResult(file, index, desc, "invalidation_error", t.get("description", ""))
+    return GroupResult(file, index, desc, "exact")

@@ -1,0 +1,70 @@
+"""Reference implementations the engine is checked against (brute force, random walks)."""
+from __future__ import annotations
+
+import random
+
+import numpy as np
+
+
+def brute_force_mask(matcher) -> set[int]:
+    """Allowed tokens by stepping every token's bytes through the matcher."""
+    g = matcher.grammar
+    tok = g.tokenizer
+    allowed = set()
+    for t, b in enumerate(tok.token_bytes):
+        if not b or t in tok.special_ids or t >= g.vocab_size:
+            continue
+        if g.advance(*matcher._state, b) is not None:
+            allowed.add(t)
+    if matcher.is_accepting():
+        allowed.update(e for e in tok.eos_ids if e < g.vocab_size)
+    return allowed
+
+
+def mask_set(matcher) -> set[int]:
+    words = matcher.next_token_mask()
+    bits = np.unpackbits(words.view(np.uint8), bitorder="little")[: matcher.grammar.vocab_size]
+    return set(np.nonzero(bits)[0].tolist())
+
+
+def random_walk(matcher, rng: random.Random, max_steps: int = 40, prefer_end: float = 0.3) -> list[int]:
+    """Follow random allowed tokens; returns the tokens (stops at EOS or max_steps)."""
+    eos = set(matcher.grammar.eos_ids)
+    out = []
+    for _ in range(max_steps):
+        allowed = sorted(mask_set(matcher))
+        if not allowed:
+            break
+        ends = [t for t in allowed if t in eos]
+        if ends and rng.random() < prefer_end:
+            matcher.accept_token(ends[0])
+            break
+        t = rng.choice([t for t in allowed if t not in eos] or allowed)
+        assert matcher.accept_token(t)
+        out.append(t)
+        if t in eos:
+            break
+    return out
+
+
+def finish_shortest(matcher, max_steps: int = 200) -> bool:
+    """Drive the matcher to acceptance by always taking a short token that most
+    reduces the shortest completion; True when it ends accepting."""
+    eos = set(matcher.grammar.eos_ids)
+    tb = matcher.grammar.tokenizer.token_bytes
+    for _ in range(max_steps):
+        if matcher.is_accepting():
+            return True
+        best = None
+        for t in sorted(mask_set(matcher) - eos):
+            if len(tb[t]) > 2:
+                continue
+            matcher.accept_token(t)
+            c = matcher.min_completion_bytes()
+            matcher.rollback(1)
+            if best is None or c < best[0]:
+                best = (c, t)
+        if best is None:
+            return False
+        matcher.accept_token(best[1])
+    return matcher.is_accepting()

@@ -1,0 +1,89 @@
+"""Regex -> byte DFA: agrees with Python's re on random strings; bad input fails clearly."""
+from __future__ import annotations
+
+import re
+import time
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from structgen.errors import GrammarError, UnsupportedFeature
+from structgen.grammar.regex import compile_regex
+
+PATTERNS = [
+    r"\d{4}-\d{2}-\d{2}",
+    r"[a-z]+@[a-z]+\.(com|org)",
+    r"\(\d{3}\) \d{3}-\d{4}",
+    r"(red|green|blue)",
+    r"-?(0|[1-9]\d*)(\.\d+)?",
+    r"[^a-c]*x?",
+    r"(ab|a)*b",
+    r"é+[α-ω]{1,3}",
+    r"\w+\s\W",
+    r"a{2,5}b{0,2}",
+    r".{0,3}",
+    r"[😀-😂]+",
+]
+
+
+@pytest.mark.parametrize("pattern", PATTERNS)
+def test_fullmatch_agrees_with_re(pattern):
+    dfa = compile_regex(pattern)
+    # structgen's \d \w \s are ECMA-262's (ASCII); negated classes also exclude
+    # Python's Unicode classes, so those patterns are checked one way (sound subset)
+    rx = re.compile(pattern, re.ASCII)
+    one_sided = any(c in pattern for c in (r"\W", r"\D", r"\S"))
+
+    @settings(max_examples=150, deadline=None, suppress_health_check=list(HealthCheck))
+    @given(st.one_of(st.from_regex(rx, fullmatch=True), st.text(max_size=8)))
+    def check(s):
+        want = rx.fullmatch(s) is not None
+        got = dfa.matches(s.encode("utf-8"))
+        if one_sided:
+            if got:
+                assert want
+            return
+        assert got == want, (pattern, s)
+
+    check()
+
+
+def test_search_semantics_for_json_schema_patterns():
+    d = compile_regex("abc", search=True)
+    assert d.matches(b"xxabcyy") and not d.matches(b"ab")
+    d = compile_regex("^ab", search=True)
+    assert d.matches(b"abz") and not d.matches(b"zab")
+    d = compile_regex("^a$|^b$", search=True)
+    assert d.matches(b"a") and d.matches(b"b") and not d.matches(b"ab")
+
+
+def test_utf8_is_exact():
+    d = compile_regex(r"[^a]")
+    assert d.matches("é".encode()) and d.matches("😀".encode())
+    assert not d.matches(b"\xc3")  # truncated sequence
+    assert not d.matches(b"\xed\xa0\x80")  # encoded surrogate
+    assert not d.matches(b"\xc0\x80")  # overlong
+
+
+def test_invalid_regex_names_position():
+    with pytest.raises(GrammarError) as e:
+        compile_regex("ab(c")
+    assert e.value.position == 2
+
+
+def test_unsupported_constructs_are_refused():
+    for p in [r"(a)\1", r"a(?=b)", r"\bword", r"a(?!b)"]:
+        with pytest.raises(UnsupportedFeature):
+            compile_regex(p)
+
+
+def test_pathological_patterns_are_bounded():
+    t0 = time.perf_counter()
+    d = compile_regex(r"(a*)*b")
+    assert d.matches(b"aaab") and not d.matches(b"aaa")
+    with pytest.raises(GrammarError):
+        compile_regex(r"a{1,1000000}")
+    with pytest.raises(GrammarError):
+        compile_regex(r"((a|b){50}){50}{50}")
+    assert time.perf_counter() - t0 < 30
