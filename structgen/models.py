@@ -120,13 +120,26 @@ def _folder_ok(folder: Path, key: str) -> bool:
     return meta.get("source") == key and meta.get("format") == _FORMAT
 
 
-def _publish(tmp: Path, folder: Path) -> None:
-    """Move a finished conversion into place; if another process won the race, keep theirs."""
+def _publish(tmp: Path, folder: Path, key: str) -> None:
+    """Move a finished conversion into place.
+
+    If another process (e.g. a parallel test worker) already published a valid
+    folder, keep theirs; a stale folder is moved aside before it is deleted so
+    no reader ever sees it half-removed.
+    """
+    if _folder_ok(folder, key):
+        shutil.rmtree(tmp, ignore_errors=True)
+        return
     if folder.exists():
-        shutil.rmtree(folder, ignore_errors=True)
+        trash = folder.with_name(f".{folder.name}-stale-{os.getpid()}")
+        try:
+            os.replace(folder, trash)
+            shutil.rmtree(trash, ignore_errors=True)
+        except OSError:
+            pass
     try:
         os.replace(tmp, folder)
-    except OSError:
+    except OSError:  # lost a race to another writer: theirs is as good as ours
         shutil.rmtree(tmp, ignore_errors=True)
 
 
@@ -226,7 +239,7 @@ def _load_gguf_cached(gguf: Path, name: str, dtype: torch.dtype, root: Path) -> 
             except BaseException:
                 shutil.rmtree(tmp, ignore_errors=True)
                 raise
-            _publish(tmp, folder)
+            _publish(tmp, folder, key)
         except OSError as e:  # read-only or full cache: still return the model, just slower next time
             warnings.warn(f"structgen: could not cache the converted model in {root}: {e}", stacklevel=3)
         model.eval()
@@ -260,7 +273,7 @@ def load_default_tokenizer(cache_dir: str | os.PathLike[str] | None = None) -> A
         tok.save_pretrained(str(tmp))
         (tmp / _MARKER).write_text(json.dumps({"source": key, "format": _FORMAT, "dtype": None}))
         tmp.chmod(0o755)
-        _publish(tmp, folder)
+        _publish(tmp, folder, key)
     except OSError:
         pass
     return tok

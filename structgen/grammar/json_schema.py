@@ -26,10 +26,11 @@ from typing import Any
 from urllib.parse import unquote, urldefrag, urljoin
 
 from ..errors import SchemaError, UnsupportedFeature
-from .fsa import DFA, difference, intersect, literal_dfa, union
+from .fsa import DFA, difference, intersect, literal_dfa, literal_set_dfa, union
 from .formats import FORMAT_REGEXES, UNSUPPORTED_FORMATS
 from .ir import EPSILON, Alt, Expr, GrammarIR, Graph, Sym, alt, seq
-from .json_strings import literal_strings, string_dfa
+from .json_strings import (CHUNK_CHARS, MAX_DIRECT_LENGTH, chunk_terminals, literal_strings, string_dfa,
+                           tail_terminal)
 from .numbers import number_dfa
 
 TYPES = ("null", "boolean", "integer", "number", "string", "array", "object")
@@ -87,11 +88,19 @@ def _validator_for(schema):
     return cls
 
 
+_META: dict = {}
+
+
 def check_schema(schema) -> None:
     """Metaschema check, reported with the JSON pointer of the offending keyword."""
     import jsonschema
 
     cls = _validator_for(schema)
+    meta = _META.get(cls)
+    if meta is None:
+        meta = _META[cls] = cls(cls.META_SCHEMA)
+    if meta.is_valid(schema):  # fast path; the full error walk only for invalid schemas
+        return
     try:
         cls.check_schema(schema)
     except jsonschema.exceptions.SchemaError as e:
@@ -380,6 +389,7 @@ class _Compiler:
         return self.conjunction([])
 
     def conjunction(self, nodes: list[_Node]) -> Expr | None:
+        nodes = [self.extract_presence(n) for n in nodes]
         for n in nodes:
             for k in n.schema:
                 if k in UNSUPPORTED:
@@ -404,6 +414,34 @@ class _Compiler:
                         return None
                     return alt(*alts)
         return self.typed(nodes)
+
+    def extract_presence(self, n: _Node) -> _Node:
+        """Turn keywords that only test which keys are present (``required`` inside
+        anyOf/oneOf/not, dependentRequired, array-form dependencies) into presence
+        predicates that the object automaton tracks exactly."""
+        s = n.schema
+        preds = []
+        drop = []
+        for kw in ("anyOf", "oneOf"):
+            v = s.get(kw)
+            if isinstance(v, list) and v and all(_presence_only(b) for b in v):
+                preds.append(("any" if kw == "anyOf" else "one", [_presence_ast(b) for b in v]))
+                drop.append(kw)
+        if "not" in s and _presence_only(s["not"]) and not _trivial(s["not"]):
+            preds.append(("not", _presence_ast(s["not"])))
+            drop.append("not")
+        for kw in ("dependentRequired", "dependencies", "dependentSchemas"):
+            v = s.get(kw)
+            if isinstance(v, dict) and v and all(isinstance(x, list) or _presence_only(x) for x in v.values()):
+                for key, x in v.items():
+                    rhs = ("req", tuple(x)) if isinstance(x, list) else _presence_ast(x)
+                    preds.append(("any", [("not", ("req", (key,))), rhs]))
+                drop.append(kw)
+        if not preds:
+            return n
+        d = self.derived({k: v for k, v in s.items() if k not in drop})
+        d["__presence__"] = list(s.get("__presence__", [])) + preds
+        return _Node(d, n.base, n.ptr)
 
     def check_unsupported(self, n: _Node, k: str) -> None:
         s = n.schema
@@ -506,6 +544,9 @@ class _Compiler:
         types -= excluded_types
         if "integer" in excluded_types:
             types.discard("integer")
+        presence = [p for n in nodes for p in n.schema.get("__presence__", [])]
+        if presence and not all(_eval_presence(p, None) for p in presence):
+            types &= {"object"}
         # enum / const: a finite language, filtered against the whole conjunction
         candidates = None
         for n in nodes:
@@ -534,7 +575,7 @@ class _Compiler:
         if "null" in types:
             alts.append(self.term(("lit", "null"), literal_dfa(b"null"), "NULL"))
         if "boolean" in types:
-            alts.append(self.term(("lit", "bool"), union(literal_dfa(b"true"), literal_dfa(b"false")), "BOOL"))
+            alts.append(self.term(("lit", "bool"), literal_set_dfa([b"true", b"false"]), "BOOL"))
         if "number" in types or "integer" in types:
             e = self.number(nodes, integer="number" not in types,
                             non_integer="integer" in excluded_types and "number" in types)
@@ -606,11 +647,7 @@ class _Compiler:
             forms.add(str(int(v)))
         if isinstance(v, int) and not isinstance(v, bool):
             forms.add(f"{v}.0")
-        d = None
-        for f in sorted(forms):
-            x = literal_dfa(f.encode())
-            d = x if d is None else union(d, x)
-        return self.term(("num", tuple(sorted(forms))), d, "LIT")
+        return self.term(("num", tuple(sorted(forms))), literal_set_dfa([f.encode() for f in forms]), "LIT")
 
     # -- scalars ----------------------------------------------------------------------------
     def number(self, nodes: list[_Node], integer: bool, non_integer: bool = False) -> Expr | None:
@@ -676,6 +713,9 @@ class _Compiler:
                 formats.append(f)
         if hi is not None and lo > hi:
             return None
+        if not patterns and not formats and not [v for v in excluded if isinstance(v, str)] and (
+                lo > MAX_DIRECT_LENGTH or (hi is not None and hi > MAX_DIRECT_LENGTH)):
+            return self.chunked_string(lo, hi)
         try:
             d = string_dfa(tuple(patterns), lo, hi, tuple(formats))
         except UnsupportedFeature as e:
@@ -694,6 +734,43 @@ class _Compiler:
         if d.is_empty():
             return None
         return self.term(("string", tuple(patterns), lo, hi, tuple(formats), tuple(ex)), d, "STR")
+
+    def chunked_string(self, lo: int, hi: int | None) -> Expr | None:
+        """A long length-bounded string: the lexer counts chunks of CHUNK_CHARS
+        characters, the parser counts chunks (exact, without a huge DFA)."""
+        K = CHUNK_CHARS
+        first, chunk = chunk_terminals()
+        FIRST = self.term(("chunk-first", K), first, "STRCHUNK")
+        CHUNK = self.term(("chunk", K), chunk, "STRCHUNK")
+        alts: list[Expr] = []
+        if lo <= K - 1:
+            alts.append(self.term(("tail", lo, min(K - 1, hi if hi is not None else K - 1), True),
+                                  tail_terminal(lo, min(K - 1, hi if hi is not None else K - 1), True), "STR"))
+        # after FIRST, m more chunks: total = K * (1 + m) + t with 0 <= t < K
+        m_max = None if hi is None else (hi - K) // K
+        if m_max is None or m_max >= 0:
+            m_loop = max(0, -(-(lo - K) // K)) + 1 if hi is None else None  # from here on, every tail is full
+            n_states = (m_max + 1) if m_max is not None else (m_loop + 1)
+            if n_states > MAX_GRAPH_STATES:
+                raise UnsupportedFeature(f"string length bound {hi or lo} is too large", pointer="#",
+                                         keyword="maxLength")
+            END = n_states
+            edges = []
+            for m in range(n_states):
+                base = K * (1 + m)
+                t_lo = max(0, lo - base)
+                t_hi = K - 1 if hi is None else min(K - 1, hi - base)
+                if t_lo <= t_hi:
+                    tail = self.term(("tail", t_lo, t_hi, False), tail_terminal(t_lo, t_hi, False), "STRTAIL")
+                    edges.append((m, tail, END))
+                if m + 1 < n_states:
+                    edges.append((m, CHUNK, m + 1))
+                elif hi is None:
+                    edges.append((m, CHUNK, m))
+            alts.append(seq(FIRST, Graph(n_states + 1, tuple(edges), 0, (END,))))
+        if not alts:
+            return None
+        return self.rule("longstr", alt(*alts))
 
     # -- arrays -------------------------------------------------------------------------------
     def array(self, nodes: list[_Node]) -> Expr | None:
@@ -791,6 +868,14 @@ class _Compiler:
                 names_nodes.append(_Node(s["propertyNames"], n.base, f"{n.ptr}/propertyNames"))
         for k in sorted(required - set(order)):
             order.append(k)
+        presence = [p for n in nodes for p in n.schema.get("__presence__", [])]
+        tracked: list[str] = sorted({k for p in presence for k in _presence_keys(p)})
+        if len(tracked) > 10:
+            raise UnsupportedFeature("presence constraints over more than 10 keys", pointer=nodes[0].ptr,
+                                     keyword="required")
+        for k in tracked:
+            if k not in order:
+                order.append(k)
         if maxp is not None and (minp > maxp or len(required) > maxp):
             return None
 
@@ -812,7 +897,7 @@ class _Compiler:
                     out.append(self.additional_node(n))
             return out
 
-        members: list[tuple[str, Expr | None]] = []
+        members: list[tuple[str, Expr]] = []
         for k in order:
             if names_nodes and not self.valid_under(k, names_nodes):
                 if k in required:
@@ -831,26 +916,39 @@ class _Compiler:
             raise UnsupportedFeature("too many properties and property counts to enforce exactly",
                                      pointer=nodes[0].ptr, keyword="maxProperties")
 
-        def sid(i: int, c: int) -> int:
-            return i * (C + 1) + c
+        bit = {k: 1 << j for j, k in enumerate(tracked)}
+        PB = 1 << len(tracked)
+        if (n_def + 1) * (C + 1) * PB > MAX_GRAPH_STATES:
+            raise UnsupportedFeature("too many properties, counts and presence constraints to enforce exactly",
+                                     pointer=nodes[0].ptr, keyword="properties")
+
+        def sid(i: int, c: int, p: int = 0) -> int:
+            return (i * (C + 1) + c) * PB + p
 
         edges = []
         for i, (k, e) in enumerate(members):
+            kb = bit.get(k, 0)
             for c in range(C + 1):
-                if k not in required:
-                    edges.append((sid(i, c), None, sid(i + 1, c)))
-                if maxp is not None and c >= maxp:
-                    continue
-                nc = min(c + 1, C)
-                edges.append((sid(i, c), e if c == 0 else seq(self.COMMA, e), sid(i + 1, nc)))
+                for p in range(PB):
+                    if k not in required:
+                        edges.append((sid(i, c, p), None, sid(i + 1, c, p)))
+                    if maxp is not None and c >= maxp:
+                        continue
+                    nc = min(c + 1, C)
+                    edges.append((sid(i, c, p), e if c == 0 else seq(self.COMMA, e), sid(i + 1, nc, p | kb)))
         if add_member is not None:
             for c in range(C + 1):
                 if maxp is not None and c >= maxp:
                     continue
                 nc = min(c + 1, C)
-                edges.append((sid(n_def, c), add_member if c == 0 else seq(self.COMMA, add_member), sid(n_def, nc)))
-        finals = tuple(sid(n_def, c) for c in range(C + 1) if c >= minp)
-        body = Graph((n_def + 1) * (C + 1), tuple(edges), sid(0, 0), finals)
+                for p in range(PB):
+                    edges.append((sid(n_def, c, p), add_member if c == 0 else seq(self.COMMA, add_member),
+                                  sid(n_def, nc, p)))
+        finals = tuple(sid(n_def, c, p) for c in range(C + 1) for p in range(PB) if c >= minp and all(
+            _eval_presence(pr, {k for k in tracked if p & bit[k]}) for pr in presence))
+        if not finals:
+            return None
+        body = Graph((n_def + 1) * (C + 1) * PB, tuple(edges), sid(0, 0), finals)
         return self.rule("obj", seq(self.LBRACE, body, self.RBRACE))
 
     def additional_node(self, n: _Node) -> _Node:
@@ -923,6 +1021,76 @@ class _Compiler:
 
 # --------------------------------------------------------------------------------------
 # small helpers
+
+
+_PRESENCE_KEYS = {"required", "anyOf", "oneOf", "allOf", "not"}
+
+
+def _presence_only(x) -> bool:
+    """A schema that only tests which object keys are present."""
+    if isinstance(x, bool):
+        return True
+    if not isinstance(x, dict):
+        return False
+    keys = {k for k in x if k not in ANNOTATIONS}
+    if not keys or not keys <= _PRESENCE_KEYS:
+        return False
+    if "required" in keys and not (isinstance(x["required"], list) and all(isinstance(k, str) for k in x["required"])):
+        return False
+    for kw in ("anyOf", "oneOf", "allOf"):
+        if kw in keys and not (isinstance(x[kw], list) and x[kw] and all(_presence_only(b) for b in x[kw])):
+            return False
+    if "not" in keys and not _presence_only(x["not"]):
+        return False
+    return True
+
+
+def _presence_ast(x):
+    if x is True:
+        return ("const", True)
+    if x is False:
+        return ("const", False)
+    parts = []
+    if "required" in x:
+        parts.append(("req", tuple(x["required"])))
+    for kw, tag in (("anyOf", "any"), ("oneOf", "one"), ("allOf", "all")):
+        if kw in x:
+            parts.append((tag, [_presence_ast(b) for b in x[kw]]))
+    if "not" in x:
+        parts.append(("not", _presence_ast(x["not"])))
+    return ("all", parts) if len(parts) != 1 else parts[0]
+
+
+def _eval_presence(ast, present: set | None) -> bool:
+    """Evaluate a presence predicate; ``present=None`` means the value is not an
+    object, where every ``required`` holds vacuously."""
+    tag = ast[0]
+    if tag == "const":
+        return ast[1]
+    if tag == "req":
+        return present is None or all(k in present for k in ast[1])
+    if tag == "not":
+        return not _eval_presence(ast[1], present)
+    vals = [_eval_presence(a, present) for a in ast[1]]
+    if tag == "any":
+        return any(vals)
+    if tag == "all":
+        return all(vals)
+    return sum(vals) == 1
+
+
+def _presence_keys(ast) -> set:
+    tag = ast[0]
+    if tag == "const":
+        return set()
+    if tag == "req":
+        return set(ast[1])
+    if tag == "not":
+        return _presence_keys(ast[1])
+    out: set = set()
+    for a in ast[1]:
+        out |= _presence_keys(a)
+    return out
 
 
 def _trivial(s) -> bool:

@@ -14,11 +14,14 @@ import functools
 import numpy as np
 
 from ..errors import UnsupportedFeature
-from .fsa import DFA, MAX_DFA_STATES, compact_classes, intersect, literal_dfa, trim, union
+from .fsa import DFA, MAX_DFA_STATES, compact_classes, intersect, literal_set_dfa, trim
 from .regex import compile_regex
 
 #: Beyond this many counted characters a length bound is refused (the DFA would be too large).
 MAX_COUNTED_LENGTH = 4096
+#: Length bounds above this are compiled as chunks of CHUNK_CHARS characters counted by the parser.
+MAX_DIRECT_LENGTH = 1024
+CHUNK_CHARS = 256
 
 
 @functools.lru_cache(maxsize=None)
@@ -127,9 +130,39 @@ def literal_strings(values: list[str]) -> DFA:
     """Exactly the given strings, each in its json.dumps forms (raw and ASCII-escaped)."""
     import json
 
-    out = None
-    for v in values:
-        for enc in {json.dumps(v, ensure_ascii=False), json.dumps(v)}:
-            d = literal_dfa(enc.encode("utf-8"))
-            out = d if out is None else union(out, d)
-    return out
+    return literal_set_dfa([enc.encode("utf-8") for v in values
+                            for enc in {json.dumps(v, ensure_ascii=False), json.dumps(v)}])
+
+
+@functools.lru_cache(maxsize=None)
+def chunk_terminals() -> tuple[DFA, DFA]:
+    """(first chunk: quote + CHUNK_CHARS characters, later chunk: CHUNK_CHARS characters)."""
+    body = length_content(CHUNK_CHARS, CHUNK_CHARS)
+    return _prefix_quote(body), body
+
+
+@functools.lru_cache(maxsize=64)
+def tail_terminal(lo: int, hi: int, opening: bool) -> DFA:
+    """lo..hi characters then the closing quote (with the opening quote too if ``opening``)."""
+    q = quoted(length_content(lo, hi))
+    if opening:
+        return q
+    # drop the opening quote: start from the state after it
+    n = q.n_states
+    start = int(q.trans[0, q.classmap[ord('"')]])
+    return trim(DFA(q.trans.copy(), q.accept.copy(), q.classmap.copy(), start))
+
+
+def _prefix_quote(content: DFA) -> DFA:
+    n = content.n_states
+    cm = content.classmap.copy()
+    q = ord('"')
+    quote_cls = content.n_classes
+    cm[q] = quote_cls
+    trans = np.full((n + 1, content.n_classes + 1), -1, dtype=np.int32)
+    inner = np.where(content.trans >= 0, content.trans + 1, -1)
+    trans[1:, :content.n_classes] = inner
+    trans[1:, quote_cls] = inner[:, content.classmap[q]]
+    trans[0, quote_cls] = content.start + 1
+    accept = np.concatenate([[False], content.accept])
+    return compact_classes(trim(DFA(trans, accept, cm, 0)))

@@ -1,0 +1,772 @@
+"""``ChatStructgen``: a LangChain chat model over a local transformers model, with grammar-enforced
+structured output and tool calls.
+
+::
+
+    from pydantic import BaseModel
+    from structgen.integrations.langchain import ChatStructgen
+
+    class Person(BaseModel):
+        name: str
+        age: int
+
+    llm = ChatStructgen()                        # the embedded SmolLM2-135M-Instruct, loaded on first use
+    llm.invoke("Tell me a joke")                 # free text (AIMessage)
+    llm.with_structured_output(Person).invoke("Invent a person")   # -> Person(...), always valid
+    llm.bind_tools([get_weather]).invoke("Weather in Paris?")      # AIMessage.tool_calls, valid arguments
+
+Unlike chat models that send the schema to a server and hope, every token of a
+structured answer is masked by structgen's grammar for the schema, so the
+output parses and validates by construction, and the finish-within-budget
+guard ends it inside ``max_tokens``.
+
+Structured output (``with_structured_output``): ``method="json_schema"`` (the
+default) generates under the schema's grammar; ``"function_calling"`` goes
+through ``bind_tools`` with the schema as the only, forced tool (the raw
+message then carries ``tool_calls``); ``"json_mode"`` only forces a JSON
+object.  ``strict=True`` closes objects (no properties beyond those listed).
+The schema (or tool list) is described in the prompt, appended to the last
+user message as ``generate_json`` does; ``schema_in_prompt=False`` turns that
+off.
+
+Tools (``bind_tools``): the answer is generated under an ``anyOf`` over
+``{"name": const, "arguments": <parameters schema>}`` objects
+(``structgen.integrations.tools``).  ``tool_choice="any"``/``"required"``
+forces a call, a tool name forces that tool, ``"none"`` forbids calls, and
+``None``/``"auto"`` lets the model choose: its first token is sampled
+unconstrained, and if the tool-call grammar allows it the rest of the answer is
+a constrained call, otherwise free text.  One call per answer.
+
+Generation kwargs per call (``invoke(..., temperature=0.7)`` or ``bind``):
+``max_tokens``, ``temperature``, ``top_p``, ``top_k``, ``seed``, ``timeout``;
+anything else raises ``ValueError``.  ``stop`` sequences apply to free text only
+(a grammar decides where structured output ends).  ``timeout`` is a wall-clock
+limit for one generation (``TimeoutError``); ``max_retries`` is accepted for
+compatibility with LangChain's standard parameters and unused (nothing here
+can fail transiently).
+"""
+from __future__ import annotations
+
+import codecs
+import json
+import os
+import re
+import threading
+import time
+import uuid
+from operator import itemgetter
+from typing import Any, Callable, Iterator, Literal, Mapping, Optional, Sequence, Union
+
+try:
+    from langchain_core.callbacks import CallbackManagerForLLMRun
+    from langchain_core.exceptions import OutputParserException
+    from langchain_core.language_models import BaseChatModel, LanguageModelInput
+    from langchain_core.messages import (AIMessage, AIMessageChunk, BaseMessage, ChatMessage, HumanMessage,
+                                         SystemMessage, ToolMessage)
+    from langchain_core.messages.ai import UsageMetadata
+    from langchain_core.output_parsers import JsonOutputParser
+    from langchain_core.output_parsers.openai_tools import JsonOutputKeyToolsParser, PydanticToolsParser
+    from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResult, Generation
+    from langchain_core.runnables import Runnable, RunnableMap, RunnablePassthrough
+    from langchain_core.utils.function_calling import convert_to_openai_tool
+    from pydantic import ConfigDict, Field, PrivateAttr, ValidationError, field_validator
+except ImportError as e:  # pragma: no cover - exercised only without the extra
+    raise ImportError(
+        "structgen.integrations.langchain needs LangChain: pip install 'structgen[langchain]' "
+        f"(missing: {e.name or e})"
+    ) from e
+
+from ..errors import GenerationError
+from .tools import normalize_tool, parse_tool_call, tool_call_schema, tools_instruction
+
+__all__ = ["ChatStructgen", "StructgenOutputParser"]
+
+_DEFAULT_MAX_TOKENS = 512
+_CALL_KWARGS = frozenset({"max_tokens", "temperature", "top_p", "top_k", "seed", "timeout"})
+# kwargs that LangChain itself may route to _generate/_stream, and that we set through bind()
+_INTERNAL_KWARGS = frozenset({"response_format", "tools", "tool_choice", "model", "stream",
+                              "ls_structured_output_format"})
+_STRUCTURED_METHODS = ("json_schema", "function_calling", "json_mode")
+_TOOL_CALL_PREFIX = re.compile(r'\s*\{\s*"name"\s*:\s*("(?:[^"\\]|\\.)*")\s*,\s*"arguments"\s*:\s*')
+
+
+# -- helpers: schemas ------------------------------------------------------------------------------
+def _is_pydantic_class(obj: Any) -> bool:
+    return isinstance(obj, type) and hasattr(obj, "model_json_schema") and hasattr(obj, "model_validate")
+
+
+def _schema_dict(schema: Any) -> dict[str, Any]:
+    """A JSON Schema from a Pydantic class, TypedDict/dataclass, JSON Schema dict or OpenAI tool/function dict."""
+    from ..grammar.json_schema import normalize_schema_input
+
+    if isinstance(schema, Mapping):
+        if schema.get("type") == "function" and isinstance(schema.get("function"), Mapping):
+            return dict(schema["function"].get("parameters") or {"type": "object", "properties": {}})
+        if "parameters" in schema and "name" in schema and "properties" not in schema:
+            return dict(schema["parameters"])
+        return dict(schema)
+    out = normalize_schema_input(schema)
+    if not isinstance(out, dict):
+        raise ValueError(f"cannot use {schema!r} as a schema")
+    return out
+
+
+def _schema_name(schema: Any, schema_dict: Mapping[str, Any]) -> str:
+    if isinstance(schema, type):
+        return schema.__name__
+    if isinstance(schema, Mapping):
+        if schema.get("type") == "function" and isinstance(schema.get("function"), Mapping):
+            return str(schema["function"].get("name", "output"))
+        if isinstance(schema.get("name"), str):
+            return schema["name"]
+    return str(schema_dict.get("title") or "output")
+
+
+# -- helpers: messages -----------------------------------------------------------------------------
+def _content_text(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    parts = []
+    for block in content or []:
+        if isinstance(block, str):
+            parts.append(block)
+        elif isinstance(block, Mapping) and block.get("type") == "text":
+            parts.append(str(block.get("text", "")))
+        else:
+            kind = block.get("type") if isinstance(block, Mapping) else type(block).__name__
+            raise ValueError(f"ChatStructgen handles text only; got a {kind!r} content block")
+    return "".join(parts)
+
+
+def _tool_call_text(name: str, args: Any) -> str:
+    return json.dumps({"name": name, "arguments": args}, ensure_ascii=False, separators=(",", ":"))
+
+
+def _to_chat(messages: Sequence[BaseMessage]) -> list[dict[str, str]]:
+    """LangChain messages -> the ``[{"role", "content"}]`` list chat templates take."""
+    out: list[dict[str, str]] = []
+    for m in messages:
+        text = _content_text(m.content)
+        if isinstance(m, SystemMessage):
+            role = "system"
+        elif isinstance(m, HumanMessage):
+            role = "user"
+        elif isinstance(m, AIMessage):
+            role = "assistant"
+            calls = [_tool_call_text(tc["name"], tc["args"]) for tc in m.tool_calls]
+            text = "\n".join(([text] if text else []) + calls)
+        elif isinstance(m, ToolMessage):
+            role = "tool"
+        elif isinstance(m, ChatMessage):
+            role = m.role
+        else:
+            raise ValueError(f"ChatStructgen cannot render a {type(m).__name__} ({m.type!r}) message")
+        out.append({"role": role, "content": text})
+    return out
+
+
+def _with_instruction(chat: list[dict[str, str]], instruction: str) -> list[dict[str, str]]:
+    """Append ``instruction`` to the last user message (a new user message if the last is not one)."""
+    chat = [dict(m) for m in chat]
+    if chat and chat[-1]["role"] == "user":
+        chat[-1]["content"] = f"{chat[-1]['content']}\n{instruction}" if chat[-1]["content"] else instruction
+    else:
+        chat.append({"role": "user", "content": instruction})
+    return chat
+
+
+def _longest_partial_stop(text: str, stops: Sequence[str]) -> int:
+    """Length of the longest suffix of ``text`` that is a proper prefix of a stop sequence."""
+    best = 0
+    for s in stops:
+        for k in range(min(len(s) - 1, len(text)), best, -1):
+            if text.endswith(s[:k]):
+                best = k
+                break
+    return best
+
+
+# -- output parser ---------------------------------------------------------------------------------
+class StructgenOutputParser(JsonOutputParser):
+    """Parses a structured answer: JSON, then the Pydantic class or the JSON Schema.
+
+    Failures raise ``OutputParserException`` (with ``llm_output``).  Streaming
+    yields partial dicts for dict schemas and the validated instance, once,
+    for a Pydantic class.
+    """
+
+    pydantic_object: Optional[Any] = None  # type: ignore[assignment]
+    json_schema: Optional[dict] = None
+
+    def parse_result(self, result: list[Generation], *, partial: bool = False) -> Any:
+        text = result[0].text
+        if partial:
+            if self.pydantic_object is not None:
+                try:
+                    return self.pydantic_object.model_validate_json(text)
+                except (ValidationError, ValueError):
+                    return None
+            try:
+                return super().parse_result(result, partial=True)
+            except OutputParserException:
+                return None
+        try:
+            value = json.loads(text)
+        except json.JSONDecodeError as e:
+            raise OutputParserException(f"the answer is not JSON: {e}", llm_output=text) from e
+        if self.pydantic_object is not None:
+            try:
+                return self.pydantic_object.model_validate(value)
+            except ValidationError as e:
+                raise OutputParserException(
+                    f"the answer does not validate as {self.pydantic_object.__name__}: {e}", llm_output=text
+                ) from e
+        if self.json_schema is not None:
+            import jsonschema
+
+            cls = jsonschema.validators.validator_for(self.json_schema, default=jsonschema.Draft202012Validator)
+            err = jsonschema.exceptions.best_match(cls(self.json_schema).iter_errors(value))
+            if err is not None:
+                ptr = "/" + "/".join(str(p) for p in err.absolute_path)
+                raise OutputParserException(f"the answer does not validate at {ptr}: {err.message}",
+                                            llm_output=text)
+        return value
+
+    def parse(self, text: str) -> Any:
+        return self.parse_result([Generation(text=text)])
+
+    @property
+    def _type(self) -> str:
+        return "structgen_output_parser"
+
+
+# -- the generation plan for one call --------------------------------------------------------------
+class _Plan:
+    """Everything one call needs: prompt ids, the grammar (if any), sampling settings, and the outcome."""
+
+    def __init__(self) -> None:
+        self.mode = "text"  # "text" | "json" | "tools" (forced call) | "auto" (text or call)
+        self.prompt_ids: list[int] = []
+        self.grammar: Any = None
+        self.tools: list[dict[str, Any]] = []
+        self.stops: list[str] = []
+        self.max_tokens = _DEFAULT_MAX_TOKENS
+        self.temperature = 0.0
+        self.top_p = 1.0
+        self.top_k = 0
+        self.seed: Optional[int] = None
+        self.timeout: Optional[float] = None
+        # outcome
+        self.token_ids: list[int] = []
+        self.finish_reason = "stop"
+        self.is_tool_call = False
+        self.call_id = f"call_{uuid.uuid4().hex[:24]}"
+
+
+class ChatStructgen(BaseChatModel):
+    """LangChain chat model running a local transformers causal LM through structgen.
+
+    ``model``: a ``structgen.Model`` (``structgen.load_model(...)``), a path or
+    hub id for ``load_model`` (a transformers folder or a ``.gguf``), or None
+    for the embedded SmolLM2-135M-Instruct.  A path or None is loaded on first
+    use (once per ``ChatStructgen`` instance), so constructing is free.
+    """
+
+    model: Any = None
+    """A ``structgen.Model``, a path/hub id for ``structgen.load_model``, or None (embedded SmolLM2)."""
+    dtype: str = "float32"
+    """dtype used when this class loads the model (float32 keeps greedy decoding reproducible)."""
+    max_tokens: Optional[int] = Field(default=None, ge=1)
+    """Most tokens generated per answer (default 512). Structured answers finish within it."""
+    temperature: float = Field(default=0.0, ge=0.0)
+    """0 is greedy decoding."""
+    top_p: float = Field(default=1.0, gt=0.0, le=1.0)
+    top_k: int = Field(default=0, ge=0)
+    seed: Optional[int] = None
+    """Seed for sampling (temperature > 0): the same seed gives the same answer."""
+    stop: Optional[list[str]] = None
+    """Stop sequences for free-text answers."""
+    timeout: Optional[float] = Field(default=None, gt=0)
+    """Wall-clock limit in seconds for one generation (TimeoutError beyond it)."""
+    max_retries: int = Field(default=0, ge=0)
+    """Accepted for LangChain's standard parameters; unused (a local model has no transient failures)."""
+    streaming: bool = False
+    """Whether invoke() streams internally (callbacks see every token)."""
+    schema_in_prompt: bool = True
+    """Describe the schema / tools in the prompt (appended to the last user message)."""
+
+    model_config = ConfigDict(arbitrary_types_allowed=True, extra="forbid", protected_namespaces=())
+
+    _loaded: Any = PrivateAttr(default=None)
+    _load_lock: Any = PrivateAttr(default_factory=threading.Lock)
+
+    @field_validator("model", mode="before")
+    @classmethod
+    def _check_model(cls, v: Any) -> Any:
+        if v is None or isinstance(v, str):
+            return v
+        if isinstance(v, os.PathLike):
+            return os.fspath(v)
+        if hasattr(v, "hf_model") and hasattr(v, "info") and hasattr(v, "hf_tokenizer"):
+            return v
+        raise ValueError(f"model must be a structgen Model, a path or None, got {type(v).__name__}")
+
+    # -- identity --------------------------------------------------------------------------------
+    @property
+    def _llm_type(self) -> str:
+        return "structgen"
+
+    def _model_label(self) -> str:
+        m = self.model
+        if m is None:
+            from ..models import DEFAULT_MODEL_NAME
+
+            return DEFAULT_MODEL_NAME
+        if isinstance(m, str):
+            return os.path.basename(os.path.normpath(m)) if os.path.exists(m) else m
+        return str(getattr(m, "name", type(m).__name__))
+
+    @property
+    def _identifying_params(self) -> dict[str, Any]:
+        return {
+            "model_name": self._model_label(),
+            "max_tokens": self.max_tokens or _DEFAULT_MAX_TOKENS,
+            "temperature": self.temperature,
+            "top_p": self.top_p,
+            "top_k": self.top_k,
+            "seed": self.seed,
+        }
+
+    def _get_ls_params(self, stop: Optional[list[str]] = None, **kwargs: Any) -> Any:
+        params = super()._get_ls_params(stop=stop, **kwargs)
+        params["ls_provider"] = "structgen"
+        params["ls_model_name"] = kwargs["model"] if isinstance(kwargs.get("model"), str) else self._model_label()
+        stops = stop if stop is not None else self.stop
+        if stops:
+            params["ls_stop"] = list(stops)
+        return params
+
+    # -- the model -------------------------------------------------------------------------------
+    def get_model(self) -> Any:
+        """The structgen ``Model`` (loaded on first call when ``model`` is a path or None)."""
+        if not isinstance(self.model, (str, type(None))):
+            return self.model
+        if self._loaded is None:
+            with self._load_lock:
+                if self._loaded is None:
+                    from ..models import load_model
+
+                    self._loaded = load_model(self.model, dtype=self.dtype)
+        return self._loaded
+
+    # -- planning ----------------------------------------------------------------------------------
+    def _plan(self, messages: list[BaseMessage], stop: Optional[list[str]], kwargs: dict[str, Any]) -> _Plan:
+        unknown = set(kwargs) - _CALL_KWARGS - _INTERNAL_KWARGS
+        if unknown:
+            raise ValueError(f"ChatStructgen got unsupported keyword arguments {sorted(unknown)}; "
+                             f"supported per call: {sorted(_CALL_KWARGS)}")
+        p = _Plan()
+        mt = kwargs.get("max_tokens", self.max_tokens)
+        p.max_tokens = int(mt) if mt is not None else _DEFAULT_MAX_TOKENS
+        if p.max_tokens < 1:
+            raise ValueError(f"max_tokens must be >= 1, got {p.max_tokens}")
+        p.temperature = float(kwargs.get("temperature", self.temperature) or 0.0)
+        p.top_p = float(kwargs.get("top_p", self.top_p))
+        p.top_k = int(kwargs.get("top_k", self.top_k))
+        p.seed = kwargs.get("seed", self.seed)
+        p.timeout = kwargs.get("timeout", self.timeout)
+        p.stops = list(stop if stop is not None else (self.stop or []))
+
+        model = self.get_model()
+        chat = _to_chat(messages)
+        response_format = kwargs.get("response_format")
+        tools = kwargs.get("tools")
+        tool_choice = kwargs.get("tool_choice")
+        instruction = None
+        if response_format is not None and tools:
+            raise ValueError("response_format and tools cannot be combined in one call")
+        if response_format is not None:
+            schema, strict = self._response_format_schema(response_format)
+            if schema is not None:
+                from ..api import compiler_for, schema_prompt
+
+                p.mode = "json"
+                p.grammar = compiler_for(model).compile_json_schema(schema, whitespace="compact", strict=strict)
+                instruction = (schema_prompt(schema) if schema != {"type": "object"}
+                               else "Answer with a single JSON object.")
+        elif tools:
+            from ..api import compiler_for
+
+            p.tools = [normalize_tool(t) for t in tools]
+            choice = _normalize_tool_choice(tool_choice, p.tools)
+            if choice != "none":
+                only = choice if choice not in (None, "any") else None
+                p.mode = "auto" if choice is None else "tools"
+                p.grammar = compiler_for(model).compile_json_schema(tool_call_schema(p.tools, only=only),
+                                                                     whitespace="compact")
+                shown = [t for t in p.tools if only is None or t["name"] == only]
+                instruction = tools_instruction(shown, choice=only, optional=p.mode == "auto")
+        if instruction and self.schema_in_prompt:
+            chat = _with_instruction(chat, instruction)
+        p.prompt_ids = model.encode(self._render(model, chat))
+        if not p.prompt_ids:
+            raise ValueError("the prompt is empty")
+        return p
+
+    @staticmethod
+    def _response_format_schema(rf: Any) -> tuple[Optional[dict], bool]:
+        if not isinstance(rf, Mapping):
+            raise ValueError(f"response_format must be a dict, got {type(rf).__name__}")
+        kind = rf.get("type")
+        if kind == "json_schema":
+            js = rf.get("json_schema")
+            if not isinstance(js, Mapping) or "schema" not in js:
+                raise ValueError("response_format type 'json_schema' needs json_schema.schema")
+            return _schema_dict(js["schema"]), bool(js.get("strict") or False)
+        if kind == "json_object":
+            return {"type": "object"}, False
+        if kind == "text":
+            return None, False
+        raise ValueError(f"unknown response_format type {kind!r} (json_schema, json_object or text)")
+
+    @staticmethod
+    def _render(model: Any, chat: list[dict[str, str]]) -> str:
+        tok = model.hf_tokenizer
+        if getattr(tok, "chat_template", None):
+            try:
+                out = tok.apply_chat_template(chat, tokenize=False, add_generation_prompt=True)
+            except Exception:  # noqa: BLE001 - e.g. a template that rejects the "tool" role
+                chat = [m if m["role"] != "tool" else {"role": "user", "content": f"Tool result: {m['content']}"}
+                        for m in chat]
+                out = tok.apply_chat_template(chat, tokenize=False, add_generation_prompt=True)
+            if isinstance(out, str):
+                return out
+        lines = [f"{m['role']}: {m['content']}" for m in chat]
+        return "\n".join(lines) + "\nassistant:"
+
+    # -- decoding ----------------------------------------------------------------------------------
+    def _tokens(self, model: Any, p: _Plan) -> Iterator[int]:
+        """Yield generated token ids; the same steps as ``structgen.decoding.loop.generate_constrained``
+        (mask, budget guard with resampling, sample, accept), plus free text and the auto tool mode."""
+        import torch
+
+        from ..api import BudgetGuard
+        from ..decoding.loop import KVCacheModel
+        from ..engine.matcher import Matcher
+        from ..masks import allocate_token_bitmask, apply_token_bitmask_inplace
+        from ..sampling.basic import sample_next
+
+        info = model.info
+        vocab = info.vocab_size
+        eos = frozenset(info.eos_ids)
+        gen = torch.Generator().manual_seed(int(p.seed)) if p.seed is not None else None
+        deadline = time.monotonic() + p.timeout if p.timeout else None
+        matcher = Matcher(p.grammar) if p.grammar is not None else None
+        guard = BudgetGuard(matcher, _longest_token(info)) if matcher is not None else None
+        optional = p.mode == "auto"
+        bitmask = allocate_token_bitmask(1, vocab) if matcher is not None else None
+        out = p.token_ids
+
+        def partial() -> str:
+            return info.decode_bytes(out).decode("utf-8", errors="replace")
+
+        kv = KVCacheModel(model.hf_model)
+        logits = kv.forward(p.prompt_ids, logits_to_keep=1)[-1]
+        p.is_tool_call = p.mode == "tools"
+        for step in range(p.max_tokens):
+            if deadline is not None and time.monotonic() > deadline:
+                raise TimeoutError(f"generation exceeded timeout={p.timeout} s after {len(out)} tokens")
+            remaining = p.max_tokens - step
+            if logits.shape[-1] > vocab:
+                logits[vocab:] = float("-inf")
+            constrained = matcher is not None and not optional
+            if constrained:
+                bitmask.fill_(0)
+                matcher.fill_next_token_bitmask(bitmask, 0)
+                apply_token_bitmask_inplace(logits, bitmask, vocab_size=vocab)
+            while True:
+                try:
+                    t = sample_next(logits, temperature=p.temperature, top_p=p.top_p, top_k=p.top_k, generator=gen)
+                except GenerationError:
+                    raise GenerationError(f"no token is allowed after {len(out)} generated tokens "
+                                          "(the constraint cannot be continued within max_tokens)",
+                                          partial=partial()) from None
+                if not constrained or guard.allows(t, remaining):
+                    break
+                logits[t] = float("-inf")
+            if optional:  # "auto" tools: the first token decides between a call and free text
+                optional = False
+                if t not in eos and matcher.is_token_allowed(t) and guard.allows(t, remaining):
+                    p.is_tool_call = True
+                else:
+                    matcher = guard = None
+            if t in eos:
+                if matcher is not None and not matcher.accept_token(t):
+                    raise GenerationError(f"EOS before the structured answer was complete", partial=partial())
+                p.finish_reason = "stop"
+                return
+            if matcher is not None and not matcher.accept_token(t):
+                raise GenerationError(f"the matcher rejected token {t}, which its own mask allowed",
+                                      partial=partial())
+            out.append(t)
+            yield t
+            if matcher is not None and matcher.is_terminated():
+                p.finish_reason = "stop"
+                return
+            if step + 1 < p.max_tokens:
+                logits = kv.forward([t])[-1]
+        if matcher is not None:
+            raise GenerationError(f"max_tokens={p.max_tokens} reached before the structured answer was complete",
+                                  partial=partial())
+        p.finish_reason = "length"
+
+    def _pieces(self, model: Any, p: _Plan) -> Iterator[str]:
+        """Yield text deltas (UTF-8 decoded incrementally; free text cut at a stop sequence)."""
+        dec = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        token_bytes = model.info.token_bytes
+        text = ""
+        sent = 0
+        tokens = self._tokens(model, p)
+        try:
+            for t in tokens:
+                text += dec.decode(token_bytes[t])
+                if p.stops and not p.is_tool_call and p.mode != "json":
+                    hits = [i for i in (text.find(s, max(0, sent - len(s))) for s in p.stops if s) if i >= 0]
+                    if hits:
+                        cut = min(hits)
+                        if cut > sent:
+                            yield text[sent:cut]
+                        p.finish_reason = "stop"
+                        return
+                    safe = len(text) - _longest_partial_stop(text, p.stops)
+                else:
+                    safe = len(text)
+                if safe > sent:
+                    yield text[sent:safe]
+                    sent = safe
+            text += dec.decode(b"", final=True)
+            if len(text) > sent:
+                yield text[sent:]
+        finally:
+            tokens.close()
+
+    def _usage(self, p: _Plan) -> UsageMetadata:
+        n_in, n_out = len(p.prompt_ids), len(p.token_ids)
+        return UsageMetadata(input_tokens=n_in, output_tokens=n_out, total_tokens=n_in + n_out)
+
+    def _metadata(self, p: _Plan) -> dict[str, Any]:
+        return {"model_name": self._model_label(), "model_provider": "structgen",
+                "finish_reason": "tool_calls" if p.is_tool_call else p.finish_reason}
+
+    def _tool_call(self, p: _Plan, text: str) -> tuple[list[dict], list[dict]]:
+        """(tool_calls, invalid_tool_calls) from the text of a call."""
+        try:
+            name, args = parse_tool_call(text)
+        except ValueError as e:
+            return [], [{"name": None, "args": text, "id": p.call_id, "error": str(e), "type": "invalid_tool_call"}]
+        tool = next((t for t in p.tools if t["name"] == name), None)
+        if tool is None:
+            return [], [{"name": name, "args": json.dumps(args), "id": p.call_id, "error": f"unknown tool {name!r}",
+                         "type": "invalid_tool_call"}]
+        import jsonschema
+
+        schema = tool["parameters"]
+        cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
+        err = jsonschema.exceptions.best_match(cls(schema).iter_errors(args))
+        if err is not None:
+            return [], [{"name": name, "args": json.dumps(args), "id": p.call_id, "error": err.message,
+                         "type": "invalid_tool_call"}]
+        return [{"name": name, "args": args, "id": p.call_id, "type": "tool_call"}], []
+
+    # -- BaseChatModel hooks -----------------------------------------------------------------------
+    def _generate(self, messages: list[BaseMessage], stop: Optional[list[str]] = None,
+                  run_manager: Optional[CallbackManagerForLLMRun] = None, **kwargs: Any) -> ChatResult:
+        model = self.get_model()
+        p = self._plan(messages, stop, kwargs)
+        text = "".join(self._pieces(model, p))
+        if p.is_tool_call:
+            calls, invalid = self._tool_call(p, text)
+            message = AIMessage(content="", tool_calls=calls, invalid_tool_calls=invalid,
+                                response_metadata=self._metadata(p), usage_metadata=self._usage(p))
+        else:
+            message = AIMessage(content=text, response_metadata=self._metadata(p), usage_metadata=self._usage(p))
+        info = {"finish_reason": message.response_metadata["finish_reason"]}
+        return ChatResult(generations=[ChatGeneration(message=message, generation_info=info)],
+                          llm_output={"model_name": self._model_label(), "token_usage": dict(self._usage(p))})
+
+    def _stream(self, messages: list[BaseMessage], stop: Optional[list[str]] = None,
+                run_manager: Optional[CallbackManagerForLLMRun] = None, **kwargs: Any) -> Iterator[ChatGenerationChunk]:
+        model = self.get_model()
+        p = self._plan(messages, stop, kwargs)
+        text = ""
+        name_sent = False
+        args_start = 0
+        args_sent = 0
+        for piece in self._pieces(model, p):
+            if not p.is_tool_call:
+                chunk = ChatGenerationChunk(message=AIMessageChunk(content=piece))
+            else:
+                # stream the call as tool_call_chunks: the name once known, then argument text deltas
+                # (the last character is held back: it may be the call object's closing brace)
+                text += piece
+                tcc = []
+                if not name_sent:
+                    mt = _TOOL_CALL_PREFIX.match(text)
+                    if mt:
+                        name_sent = True
+                        args_start = mt.end()
+                        tcc.append({"name": json.loads(mt.group(1)), "args": "", "id": p.call_id, "index": 0,
+                                    "type": "tool_call_chunk"})
+                if name_sent:
+                    upto = max(args_sent, len(text) - 1)
+                    if upto > args_start + args_sent:
+                        delta = text[args_start + args_sent:upto]
+                        args_sent += len(delta)
+                        tcc.append({"name": None, "args": delta, "id": None, "index": 0, "type": "tool_call_chunk"})
+                chunk = ChatGenerationChunk(message=AIMessageChunk(content="", tool_call_chunks=tcc))
+            if run_manager:
+                run_manager.on_llm_new_token(chunk.text, chunk=chunk)
+            yield chunk
+        tcc = []
+        if p.is_tool_call:
+            body = text.rstrip()
+            if not name_sent or not body.endswith("}"):  # cannot happen under the grammar; report it as is
+                tcc.append({"name": None, "args": text, "id": p.call_id, "index": 0, "type": "tool_call_chunk"})
+            else:
+                rest = body[args_start + args_sent:-1].rstrip()
+                if rest:
+                    tcc.append({"name": None, "args": rest, "id": None, "index": 0, "type": "tool_call_chunk"})
+        last = ChatGenerationChunk(
+            message=AIMessageChunk(content="", tool_call_chunks=tcc, response_metadata=self._metadata(p),
+                                   usage_metadata=self._usage(p), chunk_position="last"),
+            generation_info={"finish_reason": self._metadata(p)["finish_reason"]},
+        )
+        if run_manager:
+            run_manager.on_llm_new_token(last.text, chunk=last)
+        yield last
+
+    # -- tools and structured output ---------------------------------------------------------------
+    def bind_tools(self, tools: Sequence[Union[dict[str, Any], type, Callable, Any]], *,
+                   tool_choice: Optional[Union[str, bool, dict]] = None, strict: Optional[bool] = None,
+                   parallel_tool_calls: Optional[bool] = None, **kwargs: Any) -> Runnable[LanguageModelInput, AIMessage]:
+        """Bind tools (Pydantic classes, functions, ``BaseTool``s or OpenAI tool dicts).
+
+        ``tool_choice``: None/"auto" (the model decides: a call or text),
+        "any"/"required"/True (a call to some tool), a tool name or
+        ``{"type": "function", "function": {"name": ...}}`` (that tool),
+        "none" (no call).  ``strict=True`` closes every object in the
+        arguments.  One call per answer (``parallel_tool_calls`` is accepted,
+        but a single call is always generated).  Each call's arguments are
+        generated under the tool's schema.
+        """
+        self._check_bind_kwargs(kwargs)
+        formatted = [convert_to_openai_tool(t) for t in tools]
+        normalized = [normalize_tool(t) for t in formatted]
+        if not normalized:
+            raise ValueError("bind_tools needs at least one tool")
+        choice = _normalize_tool_choice(tool_choice, normalized)
+        bound: dict[str, Any] = {"tools": formatted, **kwargs}
+        if choice is not None:
+            bound["tool_choice"] = choice
+        if strict:
+            bound["tools"] = [_closed_tool(t) for t in formatted]
+        return self.bind(**bound)
+
+    def with_structured_output(self, schema: Optional[Union[dict[str, Any], type]] = None, *,
+                               method: Literal["json_schema", "function_calling", "json_mode"] = "json_schema",
+                               include_raw: bool = False, strict: Optional[bool] = None,
+                               **kwargs: Any) -> Runnable[LanguageModelInput, Any]:
+        """A runnable whose output is ``schema``'s validated value, generated under its grammar.
+
+        ``schema``: a Pydantic class (an instance is returned), a TypedDict or a
+        JSON Schema / OpenAI function dict (a dict is returned).  ``method``:
+        "json_schema" (default: the answer is the JSON value), "function_calling"
+        (a forced call of a tool named after the schema), "json_mode" (any JSON
+        object; ``schema`` optional, used only to parse).  ``include_raw=True``
+        returns ``{"raw": AIMessage, "parsed": value | None, "parsing_error":
+        Exception | None}``.  Unknown keyword arguments raise ``ValueError``.
+        """
+        if kwargs:
+            raise ValueError(f"with_structured_output got unsupported arguments {sorted(kwargs)}")
+        if method not in _STRUCTURED_METHODS:
+            raise ValueError(f"method must be one of {_STRUCTURED_METHODS}, got {method!r}")
+        if schema is None and method != "json_mode":
+            raise ValueError(f"method={method!r} needs a schema")
+        is_pyd = _is_pydantic_class(schema)
+        ls_format = {"kwargs": {"method": method, "strict": strict}, "schema": schema}
+        llm: Runnable
+        parser: Runnable
+        if method == "function_calling":
+            tool = convert_to_openai_tool(schema, strict=strict)
+            name = tool["function"]["name"]
+            llm = self.bind_tools([tool], tool_choice=name, strict=strict, ls_structured_output_format=ls_format)
+            parser = (PydanticToolsParser(tools=[schema], first_tool_only=True) if is_pyd
+                      else JsonOutputKeyToolsParser(key_name=name, first_tool_only=True))
+        elif method == "json_mode":
+            llm = self.bind(response_format={"type": "json_object"}, ls_structured_output_format=ls_format)
+            parser = StructgenOutputParser(pydantic_object=schema if is_pyd else None,
+                                           json_schema=_schema_dict(schema) if schema is not None and not is_pyd
+                                           else None)
+        else:
+            sd = _schema_dict(schema)
+            rf = {"type": "json_schema",
+                  "json_schema": {"name": _schema_name(schema, sd), "schema": sd, "strict": bool(strict)}}
+            llm = self.bind(response_format=rf, ls_structured_output_format=ls_format)
+            parser = StructgenOutputParser(pydantic_object=schema if is_pyd else None, json_schema=sd)
+        if include_raw:
+            parser_assign = RunnablePassthrough.assign(parsed=itemgetter("raw") | parser,
+                                                       parsing_error=lambda _: None)
+            parser_none = RunnablePassthrough.assign(parsed=lambda _: None)
+            parser_with_fallback = parser_assign.with_fallbacks([parser_none], exception_key="parsing_error")
+            return RunnableMap(raw=llm) | parser_with_fallback
+        return llm | parser
+
+    @staticmethod
+    def _check_bind_kwargs(kwargs: Mapping[str, Any]) -> None:
+        unknown = set(kwargs) - _CALL_KWARGS - {"ls_structured_output_format"}
+        if unknown:
+            raise ValueError(f"unsupported keyword arguments {sorted(unknown)}; "
+                             f"supported: {sorted(_CALL_KWARGS)}")
+
+
+# -- tool_choice -----------------------------------------------------------------------------------
+def _normalize_tool_choice(choice: Any, tools: list[dict[str, Any]]) -> Any:
+    names = [t["name"] for t in tools]
+    if choice is None or choice == "auto":
+        return None
+    if choice is True or choice in ("any", "required"):
+        return "any"
+    if choice is False or choice == "none":
+        return "none"
+    if isinstance(choice, Mapping):
+        fn = choice.get("function") if isinstance(choice.get("function"), Mapping) else choice
+        choice = fn.get("name")
+    if isinstance(choice, str):
+        if choice not in names:
+            raise ValueError(f"tool_choice {choice!r} is not one of the tools {names}")
+        return choice
+    raise ValueError(f"unsupported tool_choice {choice!r}")
+
+
+def _closed_tool(tool: dict[str, Any]) -> dict[str, Any]:
+    """OpenAI's strict mode, as a schema: objects without additionalProperties get it set to false."""
+
+    def close(node: Any) -> Any:
+        if isinstance(node, dict):
+            out = {k: (v if k in ("const", "enum", "default", "examples") else close(v)) for k, v in node.items()}
+            if out.get("type") == "object" and "additionalProperties" not in out:
+                out["additionalProperties"] = False
+            return out
+        if isinstance(node, list):
+            return [close(v) for v in node]
+        return node
+
+    return close(tool)
+
+
+def _longest_token(info: Any, _cache: dict = {}) -> int:  # noqa: B006 - a per-process cache on purpose
+    key = id(info)
+    hit = _cache.get(key)
+    if hit is None or hit[0] is not info:
+        hit = _cache[key] = (info, max((len(b) for b in info.token_bytes), default=1))
+    return hit[1]
