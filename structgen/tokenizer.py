@@ -109,7 +109,7 @@ class TokenizerInfo:
     own size when the model pads its embedding matrix).  ``special_ids`` are
     never allowed by a grammar; ``eos_ids`` end generation (they are in
     ``special_ids`` too -- the matcher sets their bits itself, only when the
-    constraint can end).
+    constraint can end).  Invariant: an id is special iff its bytes are empty.
     """
 
     token_bytes: list[bytes]
@@ -132,6 +132,14 @@ class TokenizerInfo:
         for i in self.eos_ids:
             if not 0 <= i < self.vocab_size:
                 raise StructgenError(f"TokenizerInfo {self.name!r}: EOS id {i} out of range")
+        # Invariant the engine relies on: special <=> no bytes.  A non-special
+        # empty token would let a grammar loop forever without progress.
+        n_empty = sum(1 for b in self.token_bytes if not b)
+        if n_empty != len(self.special_ids):
+            raise StructgenError(
+                f"TokenizerInfo {self.name!r}: {n_empty} ids have no bytes but "
+                f"{len(self.special_ids)} are special; every empty id must be special"
+            )
 
     # ----------------------------------------------------------------- queries
 
@@ -364,7 +372,9 @@ class TokenizerInfo:
                 out[i] = b""
         for i in special:
             out[i] = b""
-        return cls(out, vocab_size, frozenset(special), tuple(eos), name or Path(path).name)
+        special.update(i for i, b in enumerate(out) if not b)
+        eos_t = tuple(i for i in eos if 0 <= i < vocab_size)
+        return cls(out, vocab_size, frozenset(special), eos_t, name or Path(path).name)
 
 
 # --------------------------------------------------------------------------- helpers
@@ -475,6 +485,7 @@ def _from_tokenizer_json_dict(
             special.add(i)
     for i in special:
         out[i] = b""
+    special.update(i for i, b in enumerate(out) if not b)  # e.g. an empty added token
     eos_t = tuple(i for i in eos if 0 <= i < vocab_size)
     return TokenizerInfo(out, vocab_size, frozenset(special), eos_t, name)
 

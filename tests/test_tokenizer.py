@@ -198,6 +198,8 @@ def test_invalid_tables_rejected():
         TokenizerInfo([b"a", b"b"], 3, frozenset(), ())
     with pytest.raises(StructgenError):
         TokenizerInfo([b"a", b"b"], 2, frozenset({0}), ())
+    with pytest.raises(StructgenError, match="every empty id must be special"):
+        TokenizerInfo([b"a", b""], 2, frozenset(), ())
 
 
 def test_missing_wheels_give_install_command(monkeypatch):

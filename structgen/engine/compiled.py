@@ -22,8 +22,20 @@ from .trie import TokenTrie, walk
 
 MASK_CACHE_ENTRIES = 4096
 INSIDE_CACHE_ENTRIES = 8192
+CANON_MIN_STATES = 64
 _inside_cache: OrderedDict = OrderedDict()
+CONT_CACHE_ENTRIES = 20000
+_cont_cache: OrderedDict = OrderedDict()
 _inside_lock = threading.Lock()
+
+
+def _dfa_boundary(dfa) -> np.ndarray:
+    """Boundary marks for walking one terminal's own DFA: accepting states end a lexeme."""
+    b = getattr(dfa, "_boundary", None)
+    if b is None:
+        b = np.where(dfa.accept, 0, -1).astype(np.int32)
+        dfa._boundary = b
+    return b
 
 
 class CompiledGrammar:
@@ -111,10 +123,10 @@ class CompiledGrammar:
             if m is not None:
                 self._masks.move_to_end(key)
                 return m
-            inside, ev_nodes, ev_states, _ = self._inside_walk(lx, ls)
+            inside, ev_nodes, ev_states, owner, sub = self._inside_walk(lx, ls)
             m = inside.copy()
             if len(ev_nodes):
-                self._continue(cid, lx, ev_nodes, ev_states, m, 0)
+                self._continue(cid, lx, ev_nodes, ev_states, m, (id(owner), id(self.trie), sub))
             if self.can_end(cid, lx, ls):
                 for e in self.eos_ids:
                     m[e >> 5] |= np.uint32(1 << (e & 31))
@@ -128,44 +140,85 @@ class CompiledGrammar:
 
         Depends only on the lexer core and state, so it is shared by every
         grammar (and schema) that uses the same terminals."""
-        key = (id(lx.core), id(self.trie), ls)
+        block = lx.core.block_of(ls)
+        if block is not None:
+            # inside a single terminal: the walk only depends on that terminal's DFA,
+            # so every lexer (of any grammar) that contains it shares the result
+            dfa, offset = block
+            owner, sub = dfa, ls - offset
+            if dfa.n_states >= CANON_MIN_STATES:
+                sub = int(dfa.depth_classes(self.trie.max_depth + 1)[sub])
+            trans, classmap, boundary = dfa.trans, dfa.classmap, _dfa_boundary(dfa)
+        else:
+            owner, sub, offset = lx.core, ls, 0
+            trans, classmap, boundary = lx.trans, lx.classmap, lx.boundary
+        key = (id(owner), id(self.trie), sub)
         with _inside_lock:
             hit = _inside_cache.get(key)
-            if hit is not None and hit[3] is lx.core:
+            if hit is not None and hit[3] is owner:
                 _inside_cache.move_to_end(key)
-                return hit
-        t = self.trie
-        m = np.zeros(self.n_words, dtype=np.uint32)
-        n = walk(t.node_byte, t.node_depth, t.node_end, t.tok_ptr, t.tok_ids, lx.trans, lx.classmap, lx.boundary,
-                 np.zeros(1, dtype=np.int32), np.array([ls], dtype=np.int32), m, self._ev_nodes, self._ev_states,
-                 t.max_depth)
-        hit = (m, self._ev_nodes[:n].copy(), self._ev_states[:n].copy(), lx.core)
-        with _inside_lock:
-            _inside_cache[key] = hit
-            if len(_inside_cache) > INSIDE_CACHE_ENTRIES:
-                _inside_cache.popitem(last=False)
-        return hit
+            else:
+                hit = None
+        if hit is None:
+            t = self.trie
+            m = np.zeros(self.n_words, dtype=np.uint32)
+            n = walk(t.node_byte, t.node_depth, t.node_end, t.tok_ptr, t.tok_ids, trans, classmap, boundary,
+                     np.zeros(1, dtype=np.int32), np.array([sub], dtype=np.int32), m, self._ev_nodes,
+                     self._ev_states, t.max_depth)
+            hit = (m, self._ev_nodes[:n].copy(), self._ev_states[:n].copy(), owner)
+            with _inside_lock:
+                _inside_cache[key] = hit
+                if len(_inside_cache) > INSIDE_CACHE_ENTRIES:
+                    _inside_cache.popitem(last=False)
+        if offset:
+            return hit[0], hit[1], hit[2] + offset, owner, sub
+        return hit[0], hit[1], hit[2], owner, sub
 
-    def _continue(self, cid: int, lx: Lexer, nodes: np.ndarray, states: np.ndarray, m: np.ndarray, depth: int) -> None:
+    def _continue(self, cid: int, lx: Lexer, nodes: np.ndarray, states: np.ndarray, m: np.ndarray,
+                  ckey: tuple) -> None:
+        """Continue the walk past lexeme boundaries with the parser's next lexer.
+
+        The walk from a set of boundary nodes with a given next lexer does not
+        depend on the parser state, so its result (mask words and further
+        boundaries) is cached under the chain of lexers that led to it."""
         t = self.trie
         acc = lx.boundary[states]
+        members = lx.core.acc_members
         for a in np.unique(acc):
-            sel = nodes[acc == a]
+            grp = acc == a
+            sel = nodes[grp]
             c2 = self.parser.scan(cid, lx.acc_sets[int(a)])
             if c2 < 0:
                 continue
             lx2 = self.lexer_for(c2)
-            st = lx2.trans[0, lx2.classmap[t.node_byte[sel]]]
-            ok = st >= 0
-            if not ok.any():
-                continue
-            ev_n = np.empty(t.n_nodes + 1, dtype=np.int32) if depth else self._ev_nodes
-            ev_s = np.empty(t.n_nodes + 1, dtype=np.int32) if depth else self._ev_states
-            roots = np.ascontiguousarray(sel[ok])
-            n = walk(t.node_byte, t.node_depth, t.node_end, t.tok_ptr, t.tok_ids, lx2.trans, lx2.classmap,
-                     lx2.boundary, roots, np.ascontiguousarray(st[ok]).astype(np.int32), m, ev_n, ev_s, t.max_depth)
-            if n:
-                self._continue(c2, lx2, ev_n[:n].copy(), ev_s[:n].copy(), m, depth + 1)
+            key = (ckey, members[int(states[grp][0])], id(lx2.core))
+            with _inside_lock:
+                hit = _cont_cache.get(key)
+                if hit is not None and hit[4] is lx2.core:
+                    _cont_cache.move_to_end(key)
+                else:
+                    hit = None
+            if hit is None:
+                st = lx2.trans[0, lx2.classmap[t.node_byte[sel]]]
+                ok = st >= 0
+                sub = np.zeros(self.n_words, dtype=np.uint32)
+                n = 0
+                ev_n = np.empty(t.n_nodes + 1, dtype=np.int32)
+                ev_s = np.empty(t.n_nodes + 1, dtype=np.int32)
+                if ok.any():
+                    n = walk(t.node_byte, t.node_depth, t.node_end, t.tok_ptr, t.tok_ids, lx2.trans, lx2.classmap,
+                             lx2.boundary, np.ascontiguousarray(sel[ok]), np.ascontiguousarray(st[ok]).astype(np.int32),
+                             sub, ev_n, ev_s, t.max_depth)
+                words = np.nonzero(sub)[0].astype(np.int32)
+                hit = (words, sub[words], ev_n[:n].copy(), ev_s[:n].copy(), lx2.core)
+                with _inside_lock:
+                    _cont_cache[key] = hit
+                    if len(_cont_cache) > CONT_CACHE_ENTRIES:
+                        _cont_cache.popitem(last=False)
+            words, vals, ev_n2, ev_s2, _ = hit
+            m[words] |= vals
+            if len(ev_n2):
+                self._continue(c2, lx2, ev_n2, ev_s2, m, key)
 
     # -- introspection --------------------------------------------------------------
     def stats(self) -> dict:

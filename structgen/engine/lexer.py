@@ -41,6 +41,7 @@ class LexerCore:
             self.acc_members: list[tuple[int, ...]] = [()]
             self._product: list[tuple] = [()]
             self.blocks: list[tuple[int, int]] = []
+            self._index_acc()
             self._finish()
             return
         cms = np.stack([d.classmap for d in dfas])
@@ -48,40 +49,62 @@ class LexerCore:
         classmap = classmap.astype(np.int32)
         n_classes = cols.shape[0]
         tabs = [np.ascontiguousarray(d.trans[:, cols[:, i]]) for i, d in enumerate(dfas)]
+        # each table gets a dead row (index n_j) so -1 sub-states stay -1
+        ext = [np.vstack([t, np.full((1, n_classes), -1, dtype=t.dtype)]).astype(np.int64) for t in tabs]
+        dead = np.array([t.shape[0] for t in tabs], dtype=np.int64)
         starts = tuple(int(d.start) for d in dfas)
-        index: dict[tuple, int] = {}
+        index: dict[bytes, int] = {}
         order: list[tuple] = [starts]
-        rows: list[np.ndarray] = []
-        singles: list[tuple[int, int, int, int]] = []  # (row, class, terminal j, sub-state)
-        i = 0
-        while i < len(order):
-            cur = order[i]
-            i += 1
-            nxt = np.full((k, n_classes), -1, dtype=np.int64)
-            for j, s in enumerate(cur):
-                if s >= 0:
-                    nxt[j] = tabs[j][s]
-            row = np.full(n_classes, -1, dtype=np.int32)
-            alive = (nxt >= 0)
-            n_alive = alive.sum(axis=0)
-            for c in np.nonzero(n_alive)[0]:
-                if n_alive[c] == 1:
-                    j = int(np.nonzero(alive[:, c])[0][0])
-                    singles.append((len(rows), int(c), j, int(nxt[j, c])))
-                    continue
-                key = tuple(int(x) for x in nxt[:, c])
-                sid = index.get(key)
-                if sid is None:
-                    sid = len(order)
-                    if sid >= MAX_LEXER_STATES:
-                        raise GrammarError(f"lexer too large (over {MAX_LEXER_STATES} states)")
-                    index[key] = sid
-                    order.append(key)
-                row[c] = sid
-            rows.append(row)
+        layer_rows: list[np.ndarray] = []
+        singles_r: list[np.ndarray] = []
+        singles_c: list[np.ndarray] = []
+        singles_j: list[np.ndarray] = []
+        singles_s: list[np.ndarray] = []
+        frontier = np.array([starts], dtype=np.int64)
+        row_base = 0
+        while len(frontier):
+            F = len(frontier)
+            idx = np.where(frontier < 0, dead[None, :], frontier)
+            nxt = np.stack([ext[j][idx[:, j]] for j in range(k)], axis=1)  # [F, k, C]
+            alive = nxt >= 0
+            n_alive = alive.sum(axis=1)  # [F, C]
+            rows = np.full((F, n_classes), -1, dtype=np.int64)
+            fs, cs = np.nonzero(n_alive == 1)
+            if len(fs):
+                js = alive[fs, :, cs].argmax(axis=1)
+                singles_r.append(fs + row_base)
+                singles_c.append(cs)
+                singles_j.append(js)
+                singles_s.append(nxt[fs, js, cs])
+            fm, cm_ = np.nonzero(n_alive >= 2)
+            new_states = []
+            if len(fm):
+                keys = np.ascontiguousarray(nxt[fm, :, cm_])  # [M, k]
+                kv = keys.view(np.dtype((np.void, keys.dtype.itemsize * k))).reshape(-1)
+                uniq, first, inv = np.unique(kv, return_index=True, return_inverse=True)
+                uid = np.empty(len(uniq), dtype=np.int64)
+                for u in range(len(uniq)):
+                    b = uniq[u].tobytes()
+                    sid = index.get(b)
+                    if sid is None:
+                        sid = len(order)
+                        if sid >= MAX_LEXER_STATES:
+                            raise GrammarError(f"lexer too large (over {MAX_LEXER_STATES} states)")
+                        index[b] = sid
+                        order.append(tuple(int(x) for x in keys[first[u]]))
+                        new_states.append(keys[first[u]])
+                    uid[u] = sid
+                rows[fm, cm_] = uid[inv.reshape(-1)]
+            layer_rows.append(rows)
+            row_base += F
+            frontier = np.array(new_states, dtype=np.int64).reshape(-1, k)
         n_prod = len(order)
-        used = sorted({j for _, _, j, _ in singles})
-        offset = {}
+        sr = np.concatenate(singles_r) if singles_r else np.zeros(0, dtype=np.int64)
+        sc = np.concatenate(singles_c) if singles_c else np.zeros(0, dtype=np.int64)
+        sj = np.concatenate(singles_j) if singles_j else np.zeros(0, dtype=np.int64)
+        ss = np.concatenate(singles_s) if singles_s else np.zeros(0, dtype=np.int64)
+        used = sorted(set(sj.tolist()))
+        offset = np.zeros(k, dtype=np.int64)
         total = n_prod
         self.blocks = []
         for j in used:
@@ -91,9 +114,9 @@ class LexerCore:
         if total > MAX_LEXER_STATES:
             raise GrammarError(f"lexer too large (over {MAX_LEXER_STATES} states)")
         trans = np.empty((total, n_classes), dtype=np.int32)
-        trans[:n_prod] = np.stack(rows)
-        for r, c, j, s in singles:
-            trans[r, c] = offset[j] + s
+        trans[:n_prod] = np.concatenate(layer_rows, axis=0)
+        if len(sr):
+            trans[sr, sc] = offset[sj] + ss
         for j in used:
             t = tabs[j]
             trans[offset[j]:offset[j] + t.shape[0]] = np.where(t >= 0, t + offset[j], -1)
@@ -107,12 +130,41 @@ class LexerCore:
         for j in used:
             acc.extend((j,) if a else () for a in dfas[j].accept)
         self.acc_members = acc
+        self._index_acc()
         self._finish()
 
+    def _index_acc(self) -> None:
+        """acc_key[state] indexes acc_kinds, the distinct tuples of accepting members."""
+        kinds: dict[tuple, int] = {}
+        keys = np.empty(len(self.acc_members), dtype=np.int32)
+        for sid, m in enumerate(self.acc_members):
+            kid = kinds.get(m)
+            if kid is None:
+                kid = kinds[m] = len(kinds)
+            keys[sid] = kid
+        self.acc_key = keys
+        self.acc_kinds = list(kinds)
+
     def _finish(self) -> None:
-        self.trans_list = self.trans.tolist()
+        self._trans_list = None
         self.classmap_list = self.classmap.tolist()
         self.n_states = self.trans.shape[0]
+
+    @property
+    def trans_list(self) -> list:
+        """Python-list copy of the table for byte-by-byte stepping (built on first use)."""
+        if self._trans_list is None:
+            self._trans_list = self.trans.tolist()
+        return self._trans_list
+
+    def block_of(self, state: int):
+        """(terminal DFA, offset) when ``state`` lies in a single terminal's copied table."""
+        if state < len(self._product):
+            return None
+        for start, j in reversed(self.blocks):
+            if state >= start:
+                return self.dfas[j], start
+        return None
 
     def substates(self, state: int) -> tuple:
         """Per-DFA sub-state of a combined state (-1 where that DFA is dead)."""
@@ -155,23 +207,27 @@ class Lexer:
         core = self.core
         self.trans = core.trans
         self.classmap = core.classmap
-        self.trans_list = core.trans_list
         self.classmap_list = core.classmap_list
         acc_index: dict[frozenset, int] = {}
         self.acc_sets: list[frozenset] = []
-        acc_id = np.full(core.n_states, -1, dtype=np.int32)
-        for sid, members in enumerate(core.acc_members):
+        kind_to_acc = np.full(len(core.acc_kinds), -1, dtype=np.int32)
+        for kid, members in enumerate(core.acc_kinds):
             if members:
                 acc = frozenset(term_ids[j] for j in members)
                 a = acc_index.get(acc)
                 if a is None:
                     a = acc_index[acc] = len(self.acc_sets)
                     self.acc_sets.append(acc)
-                acc_id[sid] = a
+                kind_to_acc[kid] = a
+        acc_id = kind_to_acc[core.acc_key]
         self.acc_id = acc_id
         self.boundary = acc_id.copy()
         self.boundary[0] = -1  # no zero-width lexemes
         self._dfas = dfas
+
+    @property
+    def trans_list(self) -> list:
+        return self.core.trans_list
 
     def step(self, state: int, byte: int) -> int:
         return self.trans_list[state][self.classmap_list[byte]]

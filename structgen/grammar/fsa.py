@@ -166,6 +166,34 @@ class DFA:
             s = best[1]
         return bytes(out)
 
+    def depth_classes(self, depth: int) -> np.ndarray:
+        """Representative state per class of states that no string of at most
+        ``depth`` bytes tells apart (same liveness and acceptance along it).
+
+        A token mask from a state only looks ``depth`` bytes ahead, so equal
+        representatives give equal masks: a ``maxLength: 255`` string needs one
+        walk per character position near its bounds, not one per position."""
+        cache = getattr(self, "_depth_cache", None)
+        if cache is not None and cache[0] == depth:
+            return cache[1]
+        n = self.n_states
+        part = self.accept.astype(np.int64)
+        k = len(np.unique(part))
+        trans = self.trans
+        for _ in range(depth):
+            succ = np.where(trans >= 0, part[np.maximum(trans, 0)], -1)
+            _, new = unique_rows(np.concatenate([part[:, None], succ], axis=1))
+            k2 = int(new.max()) + 1 if n else 0
+            part = new
+            if k2 == k:
+                break
+            k = k2
+        rep = np.zeros(k, dtype=np.int64)
+        rep[part[::-1]] = np.arange(n)[::-1]  # smallest state of each class
+        canon = rep[part].astype(np.int32)
+        self._depth_cache = (depth, canon)
+        return canon
+
     def min_length(self) -> int:
         return int(self.dist_to_accept()[self.start])
 

@@ -91,6 +91,12 @@ _TOOL_CALL_PREFIX = re.compile(r'\s*\{\s*"name"\s*:\s*("(?:[^"\\]|\\.)*")\s*,\s*
 
 
 # -- helpers: schemas ------------------------------------------------------------------------------
+def _is_typeddict(obj: Any) -> bool:
+    from typing_extensions import is_typeddict
+
+    return is_typeddict(obj)
+
+
 def _is_pydantic_class(obj: Any) -> bool:
     return isinstance(obj, type) and hasattr(obj, "model_json_schema") and hasattr(obj, "model_validate")
 
@@ -693,13 +699,16 @@ class ChatStructgen(BaseChatModel):
         if schema is None and method != "json_mode":
             raise ValueError(f"method={method!r} needs a schema")
         is_pyd = _is_pydantic_class(schema)
+        # strict=None: close the objects of a Pydantic class or TypedDict (extra keys would be dropped
+        # anyway, generating them only wastes tokens); a JSON Schema dict is taken as written
+        close = bool(strict) if strict is not None else (is_pyd or _is_typeddict(schema))
         ls_format = {"kwargs": {"method": method, "strict": strict}, "schema": schema}
         llm: Runnable
         parser: Runnable
         if method == "function_calling":
             tool = convert_to_openai_tool(schema, strict=strict)
             name = tool["function"]["name"]
-            llm = self.bind_tools([tool], tool_choice=name, strict=strict, ls_structured_output_format=ls_format)
+            llm = self.bind_tools([tool], tool_choice=name, strict=close, ls_structured_output_format=ls_format)
             parser = (PydanticToolsParser(tools=[schema], first_tool_only=True) if is_pyd
                       else JsonOutputKeyToolsParser(key_name=name, first_tool_only=True))
         elif method == "json_mode":
@@ -710,7 +719,7 @@ class ChatStructgen(BaseChatModel):
         else:
             sd = _schema_dict(schema)
             rf = {"type": "json_schema",
-                  "json_schema": {"name": _schema_name(schema, sd), "schema": sd, "strict": bool(strict)}}
+                  "json_schema": {"name": _schema_name(schema, sd), "schema": sd, "strict": close}}
             llm = self.bind(response_format=rf, ls_structured_output_format=ls_format)
             parser = StructgenOutputParser(pydantic_object=schema if is_pyd else None, json_schema=sd)
         if include_raw:
