@@ -17,6 +17,7 @@ During development run it as ``python -m structgen.cli ...``; installed, the
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 import shlex
 import sys
 from typing import Sequence
@@ -113,8 +114,81 @@ def _add_bench(sub: argparse._SubParsersAction) -> None:
     bench_sub = p.add_subparsers(dest="bench_command", metavar="BENCHMARK")
     bench_sub.required = True
     _add_bench_mask(bench_sub)
+    _add_bench_test_suite(bench_sub)
     # Planned: _add_bench_jsonschemabench(bench_sub)  -> structgen bench jsonschemabench
-    #          _add_bench_test_suite(bench_sub)       -> structgen bench test-suite
+
+
+def _add_bench_test_suite(bench_sub) -> None:
+    p = bench_sub.add_parser("test-suite", help="JSON Schema Test Suite coverage per keyword file",
+                             description="Runs every group of the official JSON Schema Test Suite (draft 2020-12) "
+                                         "and prints, per keyword file, how many groups are handled exactly.")
+    p.add_argument("--suite", default=None, help="path to json-schema-test-suite (default ../shared/data/...)")
+    p.add_argument("--tokenizer", default="smollm2", help="tokenizer for the token trie (default smollm2)")
+    p.add_argument("--out", default=None, help="write the markdown table here too")
+    p.set_defaults(func=_run_bench_test_suite)
+
+
+def _run_bench_test_suite(args) -> int:
+    from .bench.test_suite import DEFAULT_SUITE, run_test_suite
+    from .compiler import GrammarCompiler
+    from .tokenizer import load_tokenizer_info
+
+    comp = GrammarCompiler(load_tokenizer_info(args.tokenizer))
+    report = run_test_suite(comp, args.suite or DEFAULT_SUITE, progress=True)
+    table = report.table()
+    print(table)
+    if args.out:
+        Path(args.out).write_text(table + "\n")
+    bad = [g for g in report.groups if g.status in ("invalidation_error", "crash")]
+    for g in bad:
+        print(f"{g.status}: {g.file}#{g.index} {g.description}: {g.detail}", file=sys.stderr)
+    return 1 if bad else 0
+
+
+def _add_generate(sub) -> None:
+    p = sub.add_parser("generate", help="generate text under a constraint with a local model",
+                       description="Generate with the embedded SmolLM2 (or --model) under a JSON Schema, "
+                                   "a regular expression or a Lark grammar.")
+    g = p.add_mutually_exclusive_group(required=True)
+    g.add_argument("--schema", help="JSON Schema file (or inline JSON)")
+    g.add_argument("--regex", help="regular expression the whole output must match")
+    g.add_argument("--grammar", help="Lark grammar file (.lark)")
+    p.add_argument("prompt", help="the user's request")
+    p.add_argument("--model", default=None, help="model folder, .gguf file or transformers id (default: SmolLM2)")
+    p.add_argument("--max-tokens", type=int, default=512)
+    p.add_argument("--temperature", type=float, default=0.0)
+    p.add_argument("--seed", type=int, default=None)
+    p.add_argument("--whitespace", choices=["compact", "flexible"], default="compact")
+    p.set_defaults(func=_run_generate)
+
+
+def _run_generate(args) -> int:
+    import json as _json
+    import os
+
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    from .api import generate_grammar, generate_json, generate_regex
+    from .errors import StructgenError
+    from .models import load_model
+
+    try:
+        model = load_model(args.model)
+        kw = dict(max_tokens=args.max_tokens, temperature=args.temperature, seed=args.seed)
+        if args.schema:
+            text = Path(args.schema).read_text() if Path(args.schema).exists() else args.schema
+            value = generate_json(model, _json.loads(text), args.prompt, whitespace=args.whitespace, **kw)
+            print(_json.dumps(value, indent=2, ensure_ascii=False))
+        elif args.regex:
+            print(generate_regex(model, args.regex, args.prompt, **kw))
+        else:
+            print(generate_grammar(model, args.grammar, args.prompt, **kw))
+    except StructgenError as e:
+        print(f"structgen generate: {type(e).__name__}: {e}", file=sys.stderr)
+        partial = getattr(e, "partial", "")
+        if partial:
+            print(f"partial output: {partial}", file=sys.stderr)
+        return 1
+    return 0
 
 
 # --------------------------------------------------------------------------- top level
@@ -129,7 +203,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
     _add_bench(sub)
-    # Planned: _add_generate(sub)  -> structgen generate
+    _add_generate(sub)
     return parser
 
 
