@@ -115,7 +115,59 @@ def _add_bench(sub: argparse._SubParsersAction) -> None:
     bench_sub.required = True
     _add_bench_mask(bench_sub)
     _add_bench_test_suite(bench_sub)
+    _add_bench_grammar(bench_sub)
     # Planned: _add_bench_jsonschemabench(bench_sub)  -> structgen bench jsonschemabench
+
+
+def _add_bench_grammar(bench_sub) -> None:
+    p = bench_sub.add_parser("grammar", help="Lark grammar: compile time and mask time over real JSON documents",
+                             description="Compiles a Lark grammar (default grammars/json.lark) with cold caches "
+                                         "and times every token mask while stepping through MaskBench's valid "
+                                         "JSON documents; llguidance runs the same grammar in the same process.")
+    p.add_argument("--grammar", default=str(Path(__file__).resolve().parents[1] / "grammars" / "json.lark"))
+    p.add_argument("--tokenizer", default="deepseek")
+    p.add_argument("--docs", type=int, default=200, help="number of JSON documents (default 200)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--engines", default="structgen,llguidance")
+    p.set_defaults(func=_run_bench_grammar)
+    d = bench_sub.add_parser("decode", help="SmolLM2 tokens/s with and without a constraint",
+                             description="Greedy decoding speed of the embedded SmolLM2, unconstrained vs under "
+                                         "grammars/json.lark vs under a JSON Schema (same prompt).")
+    d.add_argument("--tokens", type=int, default=64)
+    d.add_argument("--repeats", type=int, default=2)
+    d.add_argument("--threads", type=int, default=None)
+    d.set_defaults(func=_run_bench_decode)
+
+
+def _run_bench_grammar(args) -> int:
+    import os
+
+    os.environ.setdefault("RAYON_NUM_THREADS", "1")
+    os.environ.setdefault("NUMBA_NUM_THREADS", "1")
+    from .bench.grammar_bench import bench_grammar, format_grammar_table
+
+    res = bench_grammar(args.grammar, tokenizer=args.tokenizer, n_docs=args.docs, seed=args.seed,
+                        engines=tuple(args.engines.split(",")))
+    print(format_grammar_table(res))
+    return 0
+
+
+def _run_bench_decode(args) -> int:
+    from .bench.grammar_bench import bench_decode
+
+    res = bench_decode(n_tokens=args.tokens, repeats=args.repeats, threads=args.threads)
+    base = res.get("unconstrained")
+    print("| decoding | tokens/s | vs unconstrained | mask ms/token |\n|---|---:|---:|---:|")
+    for k in ("unconstrained", "json.lark", "schema"):
+        if isinstance(res.get(k), float):
+            ratio = f"{100 * res[k] / base:.0f}%" if base else ""
+            mask = res.get(k + "_mask_ms_per_token")
+            print(f"| {k} | {res[k]:.1f} | {ratio} | {mask:.2f} |" if isinstance(mask, float) else
+                  f"| {k} | {res[k]:.1f} | {ratio} | |")
+    for k, v in res.items():
+        if k.endswith("_errors"):
+            print(f"{k}: {v}")
+    return 0
 
 
 def _add_bench_test_suite(bench_sub) -> None:

