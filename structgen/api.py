@@ -78,17 +78,17 @@ def _run(model, grammar: CompiledGrammar, prompt_text: str, *, max_tokens: int, 
 
 
 def schema_prompt(schema: dict, user: str | None = None) -> str:
-    """A sensible instruction built from the schema (title, description, the schema itself)."""
-    parts = []
-    if isinstance(schema, dict):
-        if schema.get("title"):
-            parts.append(f"Produce a {schema['title']}.")
-        if schema.get("description"):
-            parts.append(str(schema["description"]))
-    if user:
-        parts.append(user)
-    parts.append("Answer with a single JSON value that matches this JSON Schema:\n" + json.dumps(schema))
-    return "\n".join(parts)
+    """The user turn: the request (or one built from the schema's title and
+    description when there is none), then the schema the answer must follow."""
+    if not user:
+        parts = []
+        if isinstance(schema, dict):
+            if schema.get("title"):
+                parts.append(f"Create an example {schema['title']}.")
+            if schema.get("description"):
+                parts.append(str(schema["description"]))
+        user = " ".join(parts) or "Create an example value."
+    return f"{user}\n\nReply with JSON only, following this JSON Schema:\n{json.dumps(schema)}"
 
 
 def generate_json(model, schema: Any, prompt: str | None = None, *, max_tokens: int = DEFAULT_MAX_TOKENS,

@@ -54,7 +54,31 @@ def contains(ranges: Ranges, cp: int) -> bool:
 
 @functools.lru_cache(maxsize=None)
 def unicode_class(name: str) -> tuple[tuple[int, int], ...]:
-    """Ranges of Python's Unicode ``\\d``, ``\\w`` or ``\\s`` (computed once)."""
+    """Ranges of Python's Unicode ``\\d``, ``\\w`` or ``\\s`` (computed once, cached on disk)."""
+    import pickle
+    import sys
+
+    from .._cache import cache_root
+
+    path = cache_root() / f"unicode-{name}-{sys.version_info[0]}.{sys.version_info[1]}.pkl"
+    try:
+        with open(path, "rb") as f:
+            return pickle.load(f)
+    except (OSError, EOFError, pickle.UnpicklingError):
+        pass
+    out = _compute_unicode_class(name)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(".tmp")
+        with open(tmp, "wb") as f:
+            pickle.dump(out, f)
+        tmp.replace(path)
+    except OSError:
+        pass
+    return out
+
+
+def _compute_unicode_class(name: str) -> tuple[tuple[int, int], ...]:
     rx = re.compile({"digit": r"\d", "word": r"\w", "space": r"\s"}[name])
     out: list[tuple[int, int]] = []
     start = None
@@ -152,10 +176,39 @@ def add_byte_seq(nfa: NFA, a: int, seq: list[tuple[int, int]], b: int) -> None:
         cur = nxt
 
 
-class Utf8Encoder:
-    """Characters as their raw UTF-8 bytes."""
+class _FragmentEncoder:
+    """Encodes a character set once as a small minimized DFA and embeds that
+    fragment wherever the set occurs: NFAs stay small, determinization fast."""
+
+    #: sets with at most this many ranges are written inline (cheaper than a fragment)
+    INLINE_RANGES = 2
 
     def add_chars(self, nfa: NFA, a: int, ranges: Ranges, b: int) -> None:
+        ranges = normalize(ranges)
+        if len(ranges) <= self.INLINE_RANGES and all(hi < 0x80 for _, hi in ranges) and self._ascii_inline(ranges):
+            self._add_raw(nfa, a, ranges, b)
+            return
+        nfa.add_dfa(self._fragment(tuple(ranges)), a, b)
+
+    def _ascii_inline(self, ranges: Ranges) -> bool:
+        return True
+
+    @functools.lru_cache(maxsize=4096)
+    def _fragment(self, ranges: tuple):
+        from .fsa import determinize
+
+        frag = NFA()
+        self._add_raw(frag, frag.start, list(ranges), frag.final)
+        return determinize(frag)
+
+    def _add_raw(self, nfa: NFA, a: int, ranges: Ranges, b: int) -> None:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+
+class Utf8Encoder(_FragmentEncoder):
+    """Characters as their raw UTF-8 bytes."""
+
+    def _add_raw(self, nfa: NFA, a: int, ranges: Ranges, b: int) -> None:
         for lo, hi in normalize(ranges):
             for seq in utf8_sequences(lo, hi):
                 add_byte_seq(nfa, a, seq, b)
@@ -203,7 +256,7 @@ def _add_hex_range(nfa: NFA, a: int, b: int, lo: int, hi: int, width: int, full:
             _add_hex_range(nfa, mid, b, sub_lo, sub_hi, width - 1, full)
 
 
-class JsonStringEncoder:
+class JsonStringEncoder(_FragmentEncoder):
     """Characters as they may appear inside a JSON string literal.
 
     Raw UTF-8 for everything but ``"``, ``\\`` and control characters; short
@@ -214,10 +267,14 @@ class JsonStringEncoder:
     def __init__(self, allow_unicode_escapes: bool = True):
         self.allow_unicode_escapes = allow_unicode_escapes
 
-    def add_chars(self, nfa: NFA, a: int, ranges: Ranges, b: int) -> None:
+    def _ascii_inline(self, ranges: Ranges) -> bool:
+        # inline only sets with no character that needs an escape
+        return not intersect(ranges, [(0x00, 0x1F), (0x22, 0x22), (0x2F, 0x2F), (0x5C, 0x5C)]) and False
+
+    def _add_raw(self, nfa: NFA, a: int, ranges: Ranges, b: int) -> None:
         ranges = normalize(ranges)
         raw = subtract(ranges, [(0x00, 0x1F), (0x22, 0x22), (0x5C, 0x5C)])
-        Utf8Encoder().add_chars(nfa, a, raw, b)
+        Utf8Encoder()._add_raw(nfa, a, raw, b)
         for cp, esc in _SHORT_ESCAPES.items():
             if contains(ranges, cp):
                 nfa.add_bytes(a, esc, b)

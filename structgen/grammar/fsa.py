@@ -243,17 +243,32 @@ def determinize(nfa: NFA) -> DFA:
 
     eps = nfa.eps
     closure_cache: dict[int, frozenset[int]] = {}
+    state_closure: dict[int, frozenset[int]] = {}
+
+    def one(s0: int) -> frozenset[int]:
+        c = state_closure.get(s0)
+        if c is None:
+            if not eps[s0]:
+                c = frozenset((s0,))
+            else:
+                stack = [s0]
+                seen_s = {s0}
+                while stack:
+                    s = stack.pop()
+                    for t in eps[s]:
+                        if t not in seen_s:
+                            seen_s.add(t)
+                            stack.append(t)
+                c = frozenset(seen_s)
+            state_closure[s0] = c
+        return c
 
     def closure(states) -> frozenset[int]:
-        stack = list(states)
-        seen_s = set(stack)
-        while stack:
-            s = stack.pop()
-            for t in eps[s]:
-                if t not in seen_s:
-                    seen_s.add(t)
-                    stack.append(t)
-        return frozenset(seen_s)
+        it = iter(states)
+        out = set(one(next(it)))
+        for s in it:
+            out |= one(s)
+        return frozenset(out)
 
     start = closure([nfa.start])
     index = {start: 0}

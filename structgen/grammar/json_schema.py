@@ -23,7 +23,9 @@ import json
 import re
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import unquote, urldefrag, urljoin
+import functools
+from urllib.parse import unquote, urldefrag
+from urllib.parse import urljoin as _urljoin
 
 from ..errors import SchemaError, UnsupportedFeature
 from .fsa import DFA, difference, intersect, literal_dfa, literal_set_dfa, union
@@ -197,6 +199,11 @@ class _Resolver:
         return cur, rbase, cptr
 
 
+@functools.lru_cache(maxsize=65536)
+def urljoin(base: str, ref: str) -> str:
+    return _urljoin(base, ref)
+
+
 def _esc(k) -> str:
     return str(k).replace("~", "~0").replace("/", "~1")
 
@@ -281,6 +288,15 @@ class _Compiler:
         return self._validator
 
     def valid_under(self, value, nodes: list[_Node]) -> bool:
+        simple = True
+        for n in nodes:
+            if isinstance(n.schema, dict):
+                keys = {k for k in n.schema if k not in ANNOTATIONS}
+                if not keys <= {"type", "enum", "const", "nullable"}:
+                    simple = False
+                    break
+        if simple:  # decidable here, without a jsonschema round trip per candidate
+            return all(_simple_valid(value, n.schema) for n in nodes)
         v = self.validator()
         for n in nodes:
             if n.schema is True:
@@ -1132,6 +1148,27 @@ def _presence_keys(ast) -> set:
     for a in ast[1]:
         out |= _presence_keys(a)
     return out
+
+
+def _simple_valid(value, schema) -> bool:
+    """Validity under a schema made only of type / enum / const / nullable."""
+    if schema is True:
+        return True
+    if schema is False:
+        return False
+    t = schema.get("type")
+    if t is not None:
+        ts = {t} if isinstance(t, str) else set(t)
+        if schema.get("nullable") is True:
+            ts.add("null")
+        vt = _json_type(value)
+        if not (vt in ts or (vt == "integer" and "number" in ts)):
+            return False
+    if "enum" in schema and not _json_in(value, schema["enum"]):
+        return False
+    if "const" in schema and not _json_eq(value, schema["const"]):
+        return False
+    return True
 
 
 def _trivial(s) -> bool:
