@@ -22,7 +22,7 @@ from .trie import TokenTrie, walk
 
 MASK_CACHE_ENTRIES = 4096
 INSIDE_CACHE_ENTRIES = 8192
-CANON_MIN_STATES = 64
+CANON_MIN_STATES = 400
 _inside_cache: OrderedDict = OrderedDict()
 CONT_CACHE_ENTRIES = 20000
 _cont_cache: OrderedDict = OrderedDict()
