@@ -43,11 +43,11 @@ def _model(model):
     return model if hasattr(model, "hf_model") else load_model(model)
 
 
-def main(model=None, *, max_tokens: int = 160) -> list[Contact]:
+def main(model=None, *, texts: list[str] = TEXTS, max_tokens: int = 160) -> list[Contact]:
     """Extract a ``Contact`` from each text; returns the validated objects."""
     model = _model(model)
     contacts = []
-    for text in TEXTS:
+    for text in texts:
         t0 = time.perf_counter()
         contact = generate_json(model, Contact, f"Extract the contact details from this message:\n\n{text}",
                                 max_tokens=max_tokens)

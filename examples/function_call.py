@@ -58,14 +58,14 @@ def tool_spec(fn: Callable[..., Any]) -> dict[str, Any]:
     return {"name": fn.__name__, "description": inspect.getdoc(fn) or "", "parameters": params}
 
 
-def main(model=None, *, max_tokens: int = 200) -> list[tuple[str, dict, str]]:
+def main(model=None, *, requests: list[str] = REQUESTS, max_tokens: int = 200) -> list[tuple[str, dict, str]]:
     """Route each request to a tool and run it; returns ``(tool name, arguments, result)`` per request."""
     model = model if hasattr(model, "hf_model") else load_model(model)
     specs = [tool_spec(fn) for fn in TOOLS]
     schema = tool_call_schema(specs)
     by_name = {fn.__name__: fn for fn in TOOLS}
     out = []
-    for request in REQUESTS:
+    for request in requests:
         prompt = f"{tools_instruction(specs)}\n\nRequest: {request}"
         # strict=True closes the argument objects: no invented extra arguments
         call = generate_json(model, schema, prompt, max_tokens=max_tokens, strict=True)

@@ -49,7 +49,7 @@ def refund(order_id: str, reason: str) -> str:
     return f"Refund for {order_id} started ({reason})."
 
 
-def main(model=None, *, max_tokens: int = 160) -> dict:
+def main(model=None, *, reviews: list[str] = REVIEWS, max_tokens: int = 160) -> dict:
     """Run the review chain (batched) and one tool call; returns ``{"reviews": [...], "tool_call": ...}``."""
     llm = ChatStructgen(model=model, max_tokens=max_tokens)
     prompt = ChatPromptTemplate.from_messages([
@@ -57,8 +57,8 @@ def main(model=None, *, max_tokens: int = 160) -> dict:
         ("human", "Review: {review}"),
     ])
     chain = prompt | llm.with_structured_output(Review)
-    reviews = chain.batch([{"review": r} for r in REVIEWS], config={"max_concurrency": 1})
-    for text, review in zip(REVIEWS, reviews):
+    results = chain.batch([{"review": r} for r in reviews], config={"max_concurrency": 1})
+    for text, review in zip(reviews, results):
         print(f"--- {text}\n{review!r}")
 
     tools = {"lookup_order": lookup_order, "refund": refund}
@@ -67,7 +67,7 @@ def main(model=None, *, max_tokens: int = 160) -> dict:
     call = msg.tool_calls[0]
     result = tools[call["name"]].invoke(call["args"])
     print(f"--- tool call: {call['name']}({call['args']}) -> {result}")
-    return {"reviews": reviews, "tool_call": call, "tool_result": result}
+    return {"reviews": results, "tool_call": call, "tool_result": result}
 
 
 if __name__ == "__main__":

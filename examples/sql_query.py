@@ -42,12 +42,12 @@ def database() -> sqlite3.Connection:
     return db
 
 
-def main(model=None, *, max_tokens: int = 80) -> list[tuple[str, str, object]]:
+def main(model=None, *, questions: list[str] = QUESTIONS, max_tokens: int = 80) -> list[tuple[str, str, object]]:
     """Write and run a query per question; returns ``(question, sql, rows or the SQLite error)``."""
     model = model if hasattr(model, "hf_model") else load_model(model)
     db = database()
     out = []
-    for question in QUESTIONS:
+    for question in questions:
         prompt = (f"Database schema:\n{DDL}\nExample row: {ROWS[0]}\n"
                   f"Write one SQLite SELECT query that answers: {question}")
         sql = generate_grammar(model, GRAMMAR, prompt, max_tokens=max_tokens)

@@ -7,7 +7,7 @@ shape, tool names, argument types, termination) is checked for real.
 from __future__ import annotations
 
 import json
-from typing import Literal, Optional
+from typing import Literal
 
 import pytest
 
@@ -20,6 +20,18 @@ from pydantic import BaseModel, Field  # noqa: E402
 from typing_extensions import Annotated, TypedDict  # noqa: E402
 
 from structgen.integrations.langchain import ChatStructgen  # noqa: E402
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _one_torch_thread():
+    """Tiny forward passes gain nothing from intra-op threads, and under pytest-xdist on two cores
+    two workers x two spinning OpenMP threads make them 10-20x slower; restored afterwards."""
+    import torch
+
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)
 
 
 class TestChatStructgenStandard(ChatModelUnitTests):
@@ -176,6 +188,7 @@ def test_batch_matches_single_calls(llm):
 def test_structured_output_pydantic_and_include_raw(llm):
     person = llm.with_structured_output(Person).invoke("Invent a person.")
     assert isinstance(person, Person)
+    assert list(llm.with_structured_output(Person).stream("Invent a person.")) == [person]  # validated once
     out = llm.with_structured_output(Person, include_raw=True).invoke("Invent a person.")
     assert set(out) == {"raw", "parsed", "parsing_error"}
     assert out["parsing_error"] is None and out["parsed"] == person
@@ -187,6 +200,9 @@ def test_structured_output_dict_schema_and_typeddict(llm):
     city = llm.with_structured_output(CITY_SCHEMA).invoke("Name a city.")
     assert isinstance(city, dict) and set(city) == {"city", "big"}  # closed by default: no extra keys
     _validate(CITY_SCHEMA, city)
+    # streaming a dict schema yields growing partial dicts, ending with the full value
+    parts = list(llm.with_structured_output(CITY_SCHEMA).stream("Name a city."))
+    assert parts and parts[-1] == city
     td = llm.with_structured_output(CityTD).invoke("Name a city.")
     assert isinstance(td, dict) and set(td) == {"city", "population"}
     assert isinstance(td["city"], str) and isinstance(td["population"], int)
@@ -215,6 +231,8 @@ def test_with_structured_output_never_mutates_and_rejects_unknown_kwargs(llm):
         llm.with_structured_output(Person, method="xml")
     with pytest.raises(ValueError, match="unsupported"):
         llm.invoke("hi", frequency_penalty=1.0)
+    with pytest.raises(ValueError, match="cannot switch"):
+        llm.invoke("hi", model="some-other-model")
     with pytest.raises(ValueError, match="unsupported"):
         llm.bind_tools([get_weather], frequency_penalty=1.0)
     with pytest.raises(ValueError, match="not one of the tools"):
@@ -362,3 +380,35 @@ def test_missing_langchain_gives_install_hint(monkeypatch):
         importlib.import_module("structgen.integrations.langchain")
     monkeypatch.undo()
     assert importlib.import_module("structgen.integrations.langchain").ChatStructgen is ChatStructgen
+
+
+def test_pydantic_v1_class_and_json_mode_with_schema(llm):
+    from pydantic.v1 import BaseModel as BaseModelV1
+
+    class Joke(BaseModelV1):
+        setup: str
+        punchline: str
+
+    roomy = ChatStructgen(model=llm.model, max_tokens=64)
+    joke = roomy.with_structured_output(Joke).invoke("Tell me a joke.")
+    assert isinstance(joke, Joke)
+    # JSON mode with a schema: the prompt carries the instructions, the grammar still enforces the schema
+    as_json = roomy.with_structured_output(Person, method="json_mode").invoke("A person as JSON: name, age, role.")
+    assert isinstance(as_json, Person)
+
+
+def test_message_content_blocks(llm):
+    history = [
+        HumanMessage([{"type": "text", "text": "Weather in "}, {"type": "text", "text": "Oslo?"}]),
+        AIMessage([{"type": "text", "text": "Checking."},
+                   {"type": "tool_use", "id": "call_1", "name": "get_weather", "input": {"city": "Oslo"}}],
+                  tool_calls=[{"name": "get_weather", "args": {"city": "Oslo"}, "id": "call_1"}]),
+        ToolMessage([{"type": "text", "text": "sunny"}], tool_call_id="call_1"),
+    ]
+    from structgen.integrations.langchain import _to_chat
+
+    chat = _to_chat(history)
+    assert chat[0] == {"role": "user", "content": "Weather in Oslo?"}
+    assert chat[1]["role"] == "assistant" and chat[1]["content"].startswith("Checking.\n{\"name\":\"get_weather\"")
+    assert chat[2] == {"role": "tool", "content": "sunny"}
+    assert isinstance(llm.invoke(history, max_tokens=4), AIMessage)

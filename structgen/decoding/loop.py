@@ -276,6 +276,15 @@ def generate_constrained(
             if guard_allows is None or guard_allows(t, max_tokens - step):
                 break
             logits[t] = float("-inf")
+            if temperature <= 0:  # greedy: walk the candidates in order instead of re-running argmax
+                n_live = int(torch.isfinite(logits).sum())
+                order = torch.argsort(logits, descending=True)[:n_live].tolist()
+                t = next((c for c in order if guard_allows(c, max_tokens - step)), None)
+                if t is None:
+                    raise GenerationError(
+                        f"no token is allowed after {len(out)} generated tokens "
+                        "(the constraint cannot be completed within max_tokens)", partial=partial())
+                break
         if t in eos:
             if not matcher.is_accepting() or not matcher.accept_token(t):
                 raise GenerationError(

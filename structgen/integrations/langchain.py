@@ -21,13 +21,18 @@ output parses and validates by construction, and the finish-within-budget
 guard ends it inside ``max_tokens``.
 
 Structured output (``with_structured_output``): ``method="json_schema"`` (the
-default) generates under the schema's grammar; ``"function_calling"`` goes
+default) generates under the schema's grammar and describes the schema in the
+prompt (appended to the last user message, as ``generate_json`` does;
+``schema_in_prompt=False`` turns that off); ``"function_calling"`` goes
 through ``bind_tools`` with the schema as the only, forced tool (the raw
-message then carries ``tool_calls``); ``"json_mode"`` only forces a JSON
-object.  ``strict=True`` closes objects (no properties beyond those listed).
-The schema (or tool list) is described in the prompt, appended to the last
-user message as ``generate_json`` does; ``schema_in_prompt=False`` turns that
-off.
+message then carries ``tool_calls``); ``"json_mode"`` asks for "a JSON object"
+and, when a schema is given, still generates under its grammar (the prompt is
+expected to describe the fields, LangChain's convention for JSON mode).
+``strict``: ``None`` (default) and ``True`` close every object schema that does
+not say ``additionalProperties`` (a small model otherwise wanders into invented
+keys, which a Pydantic class would drop anyway); ``strict=False`` takes the
+schema exactly as written (JSON Schema's default: open objects).  The same
+rule applies to tool arguments in ``bind_tools``.
 
 Tools (``bind_tools``): the answer is generated under an ``anyOf`` over
 ``{"name": const, "arguments": <parameters schema>}`` objects
@@ -91,8 +96,20 @@ _TOOL_CALL_PREFIX = re.compile(r'\s*\{\s*"name"\s*:\s*("(?:[^"\\]|\\.)*")\s*,\s*
 
 
 # -- helpers: schemas ------------------------------------------------------------------------------
+def _is_pydantic_v1_class(obj: Any) -> bool:
+    if not isinstance(obj, type):
+        return False
+    try:
+        from pydantic.v1 import BaseModel as BaseModelV1
+    except ImportError:  # pragma: no cover
+        return False
+    return issubclass(obj, BaseModelV1)
+
+
 def _is_pydantic_class(obj: Any) -> bool:
-    return isinstance(obj, type) and hasattr(obj, "model_json_schema") and hasattr(obj, "model_validate")
+    """A Pydantic model class, v2 or v1 (``pydantic.v1``)."""
+    return (isinstance(obj, type) and hasattr(obj, "model_json_schema") and hasattr(obj, "model_validate")) \
+        or _is_pydantic_v1_class(obj)
 
 
 def _schema_dict(schema: Any) -> dict[str, Any]:
@@ -105,6 +122,8 @@ def _schema_dict(schema: Any) -> dict[str, Any]:
         if "parameters" in schema and "name" in schema and "properties" not in schema:
             return dict(schema["parameters"])
         return dict(schema)
+    if _is_pydantic_v1_class(schema):
+        return schema.schema()
     out = normalize_schema_input(schema)
     if not isinstance(out, dict):
         raise ValueError(f"cannot use {schema!r} as a schema")
@@ -123,6 +142,11 @@ def _schema_name(schema: Any, schema_dict: Mapping[str, Any]) -> str:
 
 
 # -- helpers: messages -----------------------------------------------------------------------------
+# content blocks that repeat what the message says elsewhere (tool calls) or that a plain chat
+# template has no place for (reasoning): left out of the prompt
+_SKIPPED_BLOCKS = frozenset({"tool_use", "tool_call", "tool_call_chunk", "server_tool_call", "reasoning", "thinking"})
+
+
 def _content_text(content: Any) -> str:
     if isinstance(content, str):
         return content
@@ -132,6 +156,8 @@ def _content_text(content: Any) -> str:
             parts.append(block)
         elif isinstance(block, Mapping) and block.get("type") == "text":
             parts.append(str(block.get("text", "")))
+        elif isinstance(block, Mapping) and block.get("type") in _SKIPPED_BLOCKS:
+            continue
         else:
             kind = block.get("type") if isinstance(block, Mapping) else type(block).__name__
             raise ValueError(f"ChatStructgen handles text only; got a {kind!r} content block")
@@ -203,8 +229,8 @@ class StructgenOutputParser(JsonOutputParser):
         if partial:
             if self.pydantic_object is not None:
                 try:
-                    return self.pydantic_object.model_validate_json(text)
-                except (ValidationError, ValueError):
+                    return self._validate(json.loads(text))
+                except (OutputParserException, ValueError):
                     return None
             try:
                 return super().parse_result(result, partial=True)
@@ -216,11 +242,9 @@ class StructgenOutputParser(JsonOutputParser):
             raise OutputParserException(f"the answer is not JSON: {e}", llm_output=text) from e
         if self.pydantic_object is not None:
             try:
-                return self.pydantic_object.model_validate(value)
-            except ValidationError as e:
-                raise OutputParserException(
-                    f"the answer does not validate as {self.pydantic_object.__name__}: {e}", llm_output=text
-                ) from e
+                return self._validate(value)
+            except OutputParserException as e:
+                raise OutputParserException(str(e), llm_output=text) from e.__cause__
         if self.json_schema is not None:
             import jsonschema
 
@@ -231,6 +255,20 @@ class StructgenOutputParser(JsonOutputParser):
                 raise OutputParserException(f"the answer does not validate at {ptr}: {err.message}",
                                             llm_output=text)
         return value
+
+    def _validate(self, value: Any) -> Any:
+        cls = self.pydantic_object
+        if _is_pydantic_v1_class(cls):
+            from pydantic.v1 import ValidationError as ValidationErrorV1
+
+            try:
+                return cls.parse_obj(value)
+            except ValidationErrorV1 as e:
+                raise OutputParserException(f"the answer does not validate as {cls.__name__}: {e}") from e
+        try:
+            return cls.model_validate(value)
+        except ValidationError as e:
+            raise OutputParserException(f"the answer does not validate as {cls.__name__}: {e}") from e
 
     def parse(self, text: str) -> Any:
         return self.parse_result([Generation(text=text)])
@@ -365,6 +403,9 @@ class ChatStructgen(BaseChatModel):
         if unknown:
             raise ValueError(f"ChatStructgen got unsupported keyword arguments {sorted(unknown)}; "
                              f"supported per call: {sorted(_CALL_KWARGS)}")
+        if kwargs.get("model") not in (None, self.model, self._model_label()):
+            raise ValueError(f"ChatStructgen runs {self._model_label()!r}; it cannot switch to model="
+                             f"{kwargs['model']!r} per call (create another ChatStructgen)")
         p = _Plan()
         mt = kwargs.get("max_tokens", self.max_tokens)
         p.max_tokens = int(mt) if mt is not None else _DEFAULT_MAX_TOKENS
@@ -392,7 +433,8 @@ class ChatStructgen(BaseChatModel):
 
                 p.mode = "json"
                 p.grammar = compiler_for(model).compile_json_schema(schema, whitespace="compact", strict=strict)
-                instruction = (schema_prompt(schema) if schema != {"type": "object"}
+                # JSON mode: the caller's prompt describes the fields (LangChain's convention)
+                instruction = (schema_prompt(schema) if response_format.get("type") == "json_schema"
                                else "Answer with a single JSON object.")
         elif tools:
             from ..api import compiler_for
@@ -424,6 +466,8 @@ class ChatStructgen(BaseChatModel):
                 raise ValueError("response_format type 'json_schema' needs json_schema.schema")
             return _schema_dict(js["schema"]), bool(js.get("strict") or False)
         if kind == "json_object":
+            if rf.get("schema") is not None:  # structgen's extension: an object under this schema
+                return _schema_dict(rf["schema"]), bool(rf.get("strict") or False)
             return {"type": "object"}, False
         if kind == "text":
             return None, False
@@ -623,7 +667,7 @@ class ChatStructgen(BaseChatModel):
                         tcc.append({"name": json.loads(mt.group(1)), "args": "", "id": p.call_id, "index": 0,
                                     "type": "tool_call_chunk"})
                 if name_sent:
-                    upto = max(args_sent, len(text) - 1)
+                    upto = len(text) - 1  # absolute index; the last character is held back
                     if upto > args_start + args_sent:
                         delta = text[args_start + args_sent:upto]
                         args_sent += len(delta)
@@ -659,10 +703,12 @@ class ChatStructgen(BaseChatModel):
         ``tool_choice``: None/"auto" (the model decides: a call or text),
         "any"/"required"/True (a call to some tool), a tool name or
         ``{"type": "function", "function": {"name": ...}}`` (that tool),
-        "none" (no call).  ``strict=True`` closes every object in the
-        arguments.  One call per answer (``parallel_tool_calls`` is accepted,
-        but a single call is always generated).  Each call's arguments are
-        generated under the tool's schema.
+        "none" (no call).  ``strict``: None/True close every argument object
+        that does not declare ``additionalProperties`` (no invented arguments),
+        False keeps the schemas as written.  One call per answer
+        (``parallel_tool_calls`` is accepted, but a single call is always
+        generated).  Each call's arguments are generated under the tool's
+        schema, so they always validate against it.
         """
         self._check_bind_kwargs(kwargs)
         formatted = [convert_to_openai_tool(t) for t in tools]
@@ -686,10 +732,14 @@ class ChatStructgen(BaseChatModel):
         ``schema``: a Pydantic class (an instance is returned), a TypedDict or a
         JSON Schema / OpenAI function dict (a dict is returned).  ``method``:
         "json_schema" (default: the answer is the JSON value), "function_calling"
-        (a forced call of a tool named after the schema), "json_mode" (any JSON
-        object; ``schema`` optional, used only to parse).  ``include_raw=True``
-        returns ``{"raw": AIMessage, "parsed": value | None, "parsing_error":
-        Exception | None}``.  Unknown keyword arguments raise ``ValueError``.
+        (a forced call of a tool named after the schema), "json_mode" (a JSON
+        object, under ``schema``'s grammar when one is given; the prompt should
+        describe the fields).  ``strict``: None/True close object schemas that
+        do not declare ``additionalProperties``; False keeps the schema as
+        written.  ``include_raw=True`` returns ``{"raw": AIMessage, "parsed":
+        value | None, "parsing_error": Exception | None}``; parse failures
+        otherwise raise ``OutputParserException``.  Unknown keyword arguments
+        raise ``ValueError``.  The model itself is never modified.
         """
         if kwargs:
             raise ValueError(f"with_structured_output got unsupported arguments {sorted(kwargs)}")
@@ -702,6 +752,7 @@ class ChatStructgen(BaseChatModel):
         ls_format = {"kwargs": {"method": method, "strict": strict}, "schema": schema}
         llm: Runnable
         parser: Runnable
+        rf: dict[str, Any]
         if method == "function_calling":
             tool = convert_to_openai_tool(schema, strict=strict)
             name = tool["function"]["name"]
@@ -709,10 +760,14 @@ class ChatStructgen(BaseChatModel):
             parser = (PydanticToolsParser(tools=[schema], first_tool_only=True) if is_pyd
                       else JsonOutputKeyToolsParser(key_name=name, first_tool_only=True))
         elif method == "json_mode":
-            llm = self.bind(response_format={"type": "json_object"}, ls_structured_output_format=ls_format)
+            rf = {"type": "json_object"}
+            sd = _schema_dict(schema) if schema is not None else None
+            if sd is not None:  # structgen's extension: JSON mode under the schema's grammar
+                rf["schema"] = sd
+                rf["strict"] = close
+            llm = self.bind(response_format=rf, ls_structured_output_format=ls_format)
             parser = StructgenOutputParser(pydantic_object=schema if is_pyd else None,
-                                           json_schema=_schema_dict(schema) if schema is not None and not is_pyd
-                                           else None)
+                                           json_schema=sd if not is_pyd else None)
         else:
             sd = _schema_dict(schema)
             rf = {"type": "json_schema",

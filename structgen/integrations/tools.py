@@ -8,9 +8,11 @@ unwrapped).  ``tool_call_schema(tools)`` is an ``anyOf`` over::
 
 objects (closed, both keys required, ``name`` first), so under the grammar the
 model first commits to a tool and then writes arguments that are valid for that
-tool's schema.  Each tool's parameters schema is moved under the root
-``$defs`` (``#/$defs/tool_<i>``) and its internal ``$ref``s rewritten, so
-Pydantic-style ``$defs`` in several tools neither collide nor dangle.
+tool's schema.  A parameters schema without ``$ref`` is inlined (the schema
+stays readable when it is shown to the model); one with ``$ref``s is moved
+under the root ``$defs`` (``#/$defs/tool_<i>``) and its local ``$ref``s
+rewritten, so Pydantic-style ``$defs`` in several tools neither collide nor
+dangle.
 
 No LangChain here: ``examples/function_call.py`` uses it with ``generate_json``
 and ``structgen.integrations.langchain`` with ``bind_tools``.
@@ -58,6 +60,14 @@ def _rewrite_refs(node: Any, base: str) -> Any:
     return node
 
 
+def _has_ref(node: Any) -> bool:
+    if isinstance(node, Mapping):
+        return any(k == "$ref" or (k not in _DATA_KEYWORDS and _has_ref(v)) for k, v in node.items())
+    if isinstance(node, list):
+        return any(_has_ref(v) for v in node)
+    return False
+
+
 def tool_call_schema(tools: Iterable[Mapping[str, Any]], *, only: str | None = None) -> dict[str, Any]:
     """The JSON Schema of one call ``{"name": ..., "arguments": {...}}`` to one of ``tools``.
 
@@ -77,15 +87,18 @@ def tool_call_schema(tools: Iterable[Mapping[str, Any]], *, only: str | None = N
     defs: dict[str, Any] = {}
     branches = []
     for i, (name, t) in enumerate(seen.items()):
-        key = f"tool_{i}"
-        defs[key] = _rewrite_refs(t["parameters"], f"#/$defs/{key}")
+        params = t["parameters"]
+        if _has_ref(params):
+            key = f"tool_{i}"
+            defs[key] = _rewrite_refs(params, f"#/$defs/{key}")
+            params = {"$ref": f"#/$defs/{key}"}
         branches.append({
             "type": "object",
-            "properties": {"name": {"const": name}, "arguments": {"$ref": f"#/$defs/{key}"}},
+            "properties": {"name": {"const": name}, "arguments": params},
             "required": ["name", "arguments"],
             "additionalProperties": False,
         })
-    schema: dict[str, Any] = {"$defs": defs}
+    schema: dict[str, Any] = {"$defs": defs} if defs else {}
     if len(branches) == 1:
         schema.update(branches[0])
     else:
