@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from .engine.compiled import CompiledGrammar
-from .engine.trie import TokenTrie
+from .engine.trie import TokenTrie, warm_up_kernels
 from .grammar.fsa import difference, literal_dfa
 from .grammar.ir import GrammarIR, Repeat, Sym
 from .grammar.lark import lark_to_ir, load_lark_text
@@ -69,6 +69,7 @@ class GrammarCompiler:
         fp = tokenizer.fingerprint() if hasattr(tokenizer, "fingerprint") else None
         self.trie = TokenTrie.cached(tokenizer.token_bytes, frozenset(tokenizer.special_ids), tokenizer.vocab_size,
                                      fingerprint=fp)
+        warm_up_kernels(self.trie)
         self._cache: OrderedDict[tuple, CompiledGrammar] = OrderedDict()
         self._cache_size = cache_size
         self._lock = threading.Lock()

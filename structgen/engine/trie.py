@@ -171,3 +171,18 @@ def advance_bytes(trans, classmap, state, data, start):
         state = ns
         i += 1
     return state, n
+
+
+def warm_up_kernels(trie: "TokenTrie") -> None:
+    """Load the compiled numba kernels now (part of the per-tokenizer set-up), so
+    the first mask of the first grammar does not pay for it."""
+    import numpy as np
+
+    trans = np.full((1, 1), -1, dtype=np.int32)
+    cm = np.zeros(256, dtype=np.int32)
+    b = np.full(1, -1, dtype=np.int32)
+    mask = np.zeros((trie.vocab_size + 31) // 32, dtype=np.uint32)
+    ev = np.empty(1, dtype=np.int32)
+    walk(trie.node_byte[:1], trie.node_depth[:1], np.array([1], dtype=np.int32), trie.tok_ptr[:2] * 0,
+         trie.tok_ids[:0], trans, cm, b, np.zeros(1, dtype=np.int32), np.zeros(1, dtype=np.int32), mask, ev, ev, 1)
+    advance_bytes(trans, cm, 0, np.zeros(1, dtype=np.uint8), 0)

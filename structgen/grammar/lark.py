@@ -41,6 +41,13 @@ def lark_to_ir(text: str, *, start: str = "start", source: str = "<grammar>") ->
         from lark.exceptions import GrammarError as LarkGrammarError, LarkError
     except ImportError as e:  # pragma: no cover
         raise GrammarError("the 'lark' package is required for Lark grammars") from e
+    import lark.lexer as _lark_lexer
+
+    # Lark checks terminal collisions with interegular while building its own
+    # meta-grammar lexer (about 2 s, once per process). The check only emits
+    # warnings, and structgen's lexer resolves overlaps itself, so skip it.
+    saved = getattr(_lark_lexer, "has_interegular", False)
+    _lark_lexer.has_interegular = False
     try:
         parser = Lark(text, start=start, parser="earley", lexer="dynamic")
     except LarkError as e:
@@ -51,6 +58,8 @@ def lark_to_ir(text: str, *, start: str = "start", source: str = "<grammar>") ->
             line, col = int(m.group(1)), int(m.group(2))
             pos = sum(len(x) + 1 for x in text.splitlines()[: line - 1]) + col - 1
         raise GrammarError(f"invalid Lark grammar {source}: {msg[0] if msg else e}", position=pos) from None
+    finally:
+        _lark_lexer.has_interegular = saved
 
     ir = GrammarIR(rules={}, terminals={}, start=start, source=source)
     ignore = set(parser.ignore_tokens)

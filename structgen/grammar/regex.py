@@ -210,10 +210,36 @@ def build_nfa(pattern: str, *, encoder=cc.UTF8, search: bool = False, flags: int
     return nfa
 
 
+DISK_CACHE_VERSION = 1
+
+
 @functools.lru_cache(maxsize=4096)
 def _compile_cached(pattern: str, search: bool, json_string: bool, flags: int) -> DFA:
+    """Compile once per process, and keep the DFA on disk: a grammar's lexers are
+    precomputed automata, so a later process loads them instead of rebuilding."""
+    import hashlib
+
+    import numpy as np
+
+    from .._cache import cache_root
+
+    key = hashlib.sha256(repr((DISK_CACHE_VERSION, pattern, search, json_string, flags)).encode()).hexdigest()[:32]
+    path = cache_root() / "regex" / f"{key}.npz"
+    try:
+        z = np.load(path)
+        return DFA(z["trans"], z["accept"], z["classmap"], int(z["start"]))
+    except (OSError, KeyError, ValueError):
+        pass
     enc = cc.JSON_STRING if json_string else cc.UTF8
-    return determinize(build_nfa(pattern, encoder=enc, search=search, flags=flags))
+    dfa = determinize(build_nfa(pattern, encoder=enc, search=search, flags=flags))
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f"{key}.{__import__('os').getpid()}.tmp.npz")
+        np.savez(tmp, trans=dfa.trans, accept=dfa.accept, classmap=dfa.classmap, start=dfa.start)
+        tmp.replace(path)
+    except OSError:
+        pass
+    return dfa
 
 
 def compile_regex(pattern: str, *, search: bool = False, json_string: bool = False, flags: int = 0) -> DFA:
