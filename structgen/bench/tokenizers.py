@@ -115,19 +115,9 @@ def _label(s: str) -> str:
 
 def _byte_decoder() -> dict[str, int]:
     """Inverse of GPT-2's byte -> printable-unicode table (byte-level BPE)."""
-    bs = (
-        list(range(ord("!"), ord("~") + 1))
-        + list(range(ord("\xa1"), ord("\xac") + 1))
-        + list(range(ord("\xae"), ord("\xff") + 1))
-    )
-    cs = bs[:]
-    n = 0
-    for b in range(256):
-        if b not in bs:
-            bs.append(b)
-            cs.append(256 + n)
-            n += 1
-    return {chr(c): b for b, c in zip(bs, cs)}
+    from ..tokenizer import bytes_to_unicode
+
+    return {c: b for b, c in bytes_to_unicode().items()}
 
 
 def _decoder_types(node: Any) -> set[str]:
