@@ -88,3 +88,15 @@ def tiny_model(smol_hf_tokenizer, smol_info):
     torch.manual_seed(0)
     hf_model = LlamaForCausalLM(cfg).eval()
     return Model(hf_model=hf_model, hf_tokenizer=smol_hf_tokenizer, info=smol_info, name="tiny-llama")
+
+
+@pytest.fixture(scope="module")
+def one_torch_thread():
+    """Tiny forward passes gain nothing from intra-op threads, and under pytest-xdist on two cores
+    two workers x two spinning OpenMP threads make them 10-20x slower; restored afterwards."""
+    import torch
+
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)

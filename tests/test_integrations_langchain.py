@@ -23,15 +23,9 @@ from structgen.integrations.langchain import ChatStructgen  # noqa: E402
 
 
 @pytest.fixture(autouse=True, scope="module")
-def _one_torch_thread():
-    """Tiny forward passes gain nothing from intra-op threads, and under pytest-xdist on two cores
-    two workers x two spinning OpenMP threads make them 10-20x slower; restored afterwards."""
-    import torch
-
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
+def _one_torch_thread(one_torch_thread):
+    """One torch thread for this module's tiny-model runs (see conftest.one_torch_thread)."""
     yield
-    torch.set_num_threads(n)
 
 
 class TestChatStructgenStandard(ChatModelUnitTests):

@@ -35,15 +35,9 @@ DATE = r"20\d\d-(0[1-9]|1[0-2])-(0[1-9]|[12]\d)"
 
 
 @pytest.fixture(autouse=True, scope="module")
-def _one_torch_thread():
-    """Tiny forward passes gain nothing from intra-op threads, and under pytest-xdist on two cores
-    two workers x two spinning OpenMP threads make them 10-20x slower; restored afterwards."""
-    import torch
-
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
+def _one_torch_thread(one_torch_thread):
+    """One torch thread for this module's tiny-model runs (see conftest.one_torch_thread)."""
     yield
-    torch.set_num_threads(n)
 
 
 def _prompt(model, text: str) -> list[int]:
