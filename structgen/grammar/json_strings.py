@@ -84,26 +84,28 @@ def length_content(lo: int, hi: int | None) -> DFA:
     return trim(d)
 
 
-def quoted(content: DFA) -> DFA:
-    """``"`` + content + ``"`` (content never contains a raw quote)."""
+def quoted(content: DFA, *, closing: bool = True) -> DFA:
+    """``"`` + content (+ ``"`` when ``closing``); content never contains a raw quote."""
     n = content.n_states
     # classes: refine content classes with the quote byte
     cm = content.classmap.copy()
     q = ord('"')
     quote_cls = content.n_classes
     cm[q] = quote_cls
-    C = content.n_classes + 1
-    trans = np.full((n + 2, C), -1, dtype=np.int32)
+    trans = np.full((n + 2, content.n_classes + 1), -1, dtype=np.int32)
     inner = np.where(content.trans >= 0, content.trans + 1, -1)
     trans[1:n + 1, :content.n_classes] = inner
     # '"' inside the content only follows a backslash (an escape); elsewhere it closes the string
     trans[1:n + 1, quote_cls] = inner[:, content.classmap[q]]
     trans[0, quote_cls] = content.start + 1
-    for s in np.nonzero(content.accept)[0]:
-        assert trans[s + 1, quote_cls] < 0, "raw quote inside JSON string content"
-        trans[s + 1, quote_cls] = n + 1
     accept = np.zeros(n + 2, dtype=bool)
-    accept[n + 1] = True
+    if closing:
+        for s in np.nonzero(content.accept)[0]:
+            assert trans[s + 1, quote_cls] < 0, "raw quote inside JSON string content"
+            trans[s + 1, quote_cls] = n + 1
+        accept[n + 1] = True
+    else:
+        accept[1:n + 1] = content.accept
     return compact_classes(trim(DFA(trans, accept, cm, 0)))
 
 
@@ -138,7 +140,7 @@ def literal_strings(values: list[str]) -> DFA:
 def chunk_terminals() -> tuple[DFA, DFA]:
     """(first chunk: quote + CHUNK_CHARS characters, later chunk: CHUNK_CHARS characters)."""
     body = length_content(CHUNK_CHARS, CHUNK_CHARS)
-    return _prefix_quote(body), body
+    return quoted(body, closing=False), body
 
 
 @functools.lru_cache(maxsize=64)
@@ -151,18 +153,3 @@ def tail_terminal(lo: int, hi: int, opening: bool) -> DFA:
     n = q.n_states
     start = int(q.trans[0, q.classmap[ord('"')]])
     return trim(DFA(q.trans.copy(), q.accept.copy(), q.classmap.copy(), start))
-
-
-def _prefix_quote(content: DFA) -> DFA:
-    n = content.n_states
-    cm = content.classmap.copy()
-    q = ord('"')
-    quote_cls = content.n_classes
-    cm[q] = quote_cls
-    trans = np.full((n + 1, content.n_classes + 1), -1, dtype=np.int32)
-    inner = np.where(content.trans >= 0, content.trans + 1, -1)
-    trans[1:, :content.n_classes] = inner
-    trans[1:, quote_cls] = inner[:, content.classmap[q]]
-    trans[0, quote_cls] = content.start + 1
-    accept = np.concatenate([[False], content.accept])
-    return compact_classes(trim(DFA(trans, accept, cm, 0)))
