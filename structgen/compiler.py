@@ -14,7 +14,7 @@ from typing import Any
 
 from .engine.compiled import CompiledGrammar
 from .engine.trie import TokenTrie, warm_up_kernels
-from .grammar.fsa import difference, literal_dfa
+from .grammar.fsa import difference_literals
 from .grammar.ir import GrammarIR, Repeat, Sym
 from .grammar.lark import lark_to_ir, load_lark_text
 from .grammar.regex import compile_regex
@@ -97,7 +97,7 @@ class GrammarCompiler:
             dfa = compile_regex(pattern)
             ir = GrammarIR(rules={}, terminals={}, start="start", source=pattern)
             if dfa.accepts_empty():
-                dfa = difference(dfa, literal_dfa(b""))
+                dfa = difference_literals(dfa, [b""])
                 body = Repeat(Sym("REGEX"), 0, 1) if not dfa.is_empty() else Repeat(Sym("REGEX"), 0, 0)
             else:
                 body = Sym("REGEX")

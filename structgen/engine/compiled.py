@@ -54,7 +54,8 @@ class CompiledGrammar:
         ignore = frozenset(term_index[n] for n in names if ir.terminals[n].ignore)
         autos, rule_index = build_rule_automata(ir, term_index)
         self.rule_names = list(rule_index)
-        compute_costs(autos, [d.min_length() for d in self.term_dfas])
+        self._autos = autos
+        self._costs_ready = False  # shortest completions: only the budget guard needs them
         self.parser = Parser(autos, rule_index[ir.start], ignore)
         self.lexers = LexerCache(self.term_dfas)
         self.vocab_size = tokenizer.vocab_size
@@ -104,6 +105,11 @@ class CompiledGrammar:
 
     def min_completion(self, cid: int, lx: Lexer, ls: int) -> float:
         """Fewest bytes that finish the output from this state (budget guard)."""
+        if not self._costs_ready:
+            with self._lock:
+                if not self._costs_ready:
+                    compute_costs(self._autos, [d.min_length() for d in self.term_dfas])
+                    self._costs_ready = True
         parser = self.parser
         if ls == 0:
             return parser.cost(cid)

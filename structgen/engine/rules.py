@@ -188,20 +188,25 @@ def _trim(autos: list[RuleAutomaton], start: str, rule_index: dict[str, int]) ->
         raise GrammarError(f"the grammar derives no string (rule {start!r} cannot complete)")
     for a in autos:
         a.nt_edges = [[(n, t) for n, t in edges if productive[n]] for edges in a.nt_edges]
-        # co-reachability of final inside the rule
+        # co-reachability of final inside the rule (backward search)
         n = a.n_states
+        preds: list[list[int]] = [[] for _ in range(n)]
+        for st in range(n):
+            for t in a.term_edges[st].values():
+                preds[t].append(st)
+            for _, t in a.nt_edges[st]:
+                preds[t].append(st)
         live = list(a.final)
-        changed = True
-        while changed:
-            changed = False
-            for s in range(n):
-                if not live[s] and (
-                    any(live[t] for t in a.term_edges[s].values()) or any(live[t] for _, t in a.nt_edges[s])
-                ):
-                    live[s] = True
-                    changed = True
-        a.term_edges = [{k: t for k, t in d.items() if live[t]} for d in a.term_edges]
-        a.nt_edges = [[(r, t) for r, t in e if live[t]] for e in a.nt_edges]
+        stack = [st for st in range(n) if live[st]]
+        while stack:
+            t = stack.pop()
+            for st in preds[t]:
+                if not live[st]:
+                    live[st] = True
+                    stack.append(st)
+        if not all(live):
+            a.term_edges = [{k: t for k, t in d.items() if live[t]} for d in a.term_edges]
+            a.nt_edges = [[(r, t) for r, t in e if live[t]] for e in a.nt_edges]
 
 
 def _nullable(autos: list[RuleAutomaton]) -> list[bool]:

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..errors import GrammarError
+from .fsa_kernels import backward_depth as _backward_depth, live_reachable as _live_reachable
 
 #: Hard caps that keep compiles bounded; exceeding one raises GrammarError.
 MAX_NFA_STATES = 400_000
@@ -118,28 +119,9 @@ class DFA:
         return bool(self.accept[self.start])
 
     def dist_to_accept(self) -> np.ndarray:
-        """Length of the shortest accepted suffix from each state (BFS backwards)."""
+        """Length of the shortest accepted suffix from each state (-1: none; BFS backwards)."""
         if self._dist is None:
-            n = self.n_states
-            dist = np.full(n, -1, dtype=np.int64)
-            preds: list[list[int]] = [[] for _ in range(n)]
-            for s in range(n):
-                for t in set(int(x) for x in self.trans[s] if x >= 0):
-                    preds[t].append(s)
-            frontier = [int(s) for s in np.nonzero(self.accept)[0]]
-            for s in frontier:
-                dist[s] = 0
-            d = 0
-            while frontier:
-                d += 1
-                nxt = []
-                for t in frontier:
-                    for s in preds[t]:
-                        if dist[s] < 0:
-                            dist[s] = d
-                            nxt.append(s)
-                frontier = nxt
-            self._dist = dist
+            self._dist = _backward_depth(*_kernel_args(self))
         return self._dist
 
     def shortest_string(self, state: int | None = None) -> bytes:
@@ -344,80 +326,24 @@ def minimize(dfa: DFA) -> DFA:
     return compact_classes(DFA(new_trans, dfa.accept[rep].copy(), dfa.classmap, 0))
 
 
-def _reach(n: int, src: np.ndarray, dst: np.ndarray, seeds: np.ndarray) -> np.ndarray:
-    """States reachable from ``seeds`` along edges src->dst (frontier BFS, vectorised)."""
-    order = np.argsort(src, kind="stable")
-    src_s, dst_s = src[order], dst[order]
-    starts = np.searchsorted(src_s, np.arange(n + 1))
-    seen = np.zeros(n, dtype=bool)
-    seen[seeds] = True
-    frontier = np.unique(seeds)
-    while len(frontier):
-        lo, hi = starts[frontier], starts[frontier + 1]
-        total = int((hi - lo).sum())
-        if total == 0:
-            break
-        idx = np.repeat(lo - np.cumsum(np.concatenate([[0], (hi - lo)[:-1]])), hi - lo) + np.arange(total)
-        nxt = dst_s[idx]
-        nxt = np.unique(nxt[~seen[nxt]])
-        seen[nxt] = True
-        frontier = nxt
-    return seen
-
-
-def _trim_small(dfa: DFA) -> DFA:
-    rows = dfa.trans.tolist()
-    n = len(rows)
-    succ = [set(t for t in r if t >= 0) for r in rows]
-    alive = [bool(a) for a in dfa.accept]
-    changed = True
-    while changed:
-        changed = False
-        for st in range(n):
-            if not alive[st] and any(alive[t] for t in succ[st]):
-                alive[st] = changed = True
-    if not alive[dfa.start]:
-        return empty_dfa()
-    reach = [False] * n
-    reach[dfa.start] = True
-    stack = [dfa.start]
-    while stack:
-        st = stack.pop()
-        for t in succ[st]:
-            if alive[t] and not reach[t]:
-                reach[t] = True
-                stack.append(t)
-    if all(reach) and all(alive):
-        return dfa
-    order = [dfa.start] + [st for st in range(n) if reach[st] and st != dfa.start]
-    remap = np.full(n, -1, dtype=np.int32)
-    remap[order] = np.arange(len(order), dtype=np.int32)
-    new_trans = dfa.trans[order]
-    new_trans = np.where(new_trans >= 0, remap[np.maximum(new_trans, 0)], -1).astype(np.int32)
-    return compact_classes(DFA(new_trans, dfa.accept[order].copy(), dfa.classmap, 0))
+def _kernel_args(dfa: DFA) -> tuple[np.ndarray, np.ndarray]:
+    """One array layout for the numba kernels, so each compiles once."""
+    return np.ascontiguousarray(dfa.trans, dtype=np.int32), np.ascontiguousarray(dfa.accept, dtype=np.bool_)
 
 
 def trim(dfa: DFA) -> DFA:
     """Remove states that cannot reach acceptance (and unreachable ones)."""
     n = dfa.n_states
-    trans = dfa.trans
-    if n <= 48:
-        return _trim_small(dfa)
-    s_idx, c_idx = np.nonzero(trans >= 0)
-    t_idx = trans[s_idx, c_idx].astype(np.int64)
-    s_idx = s_idx.astype(np.int64)
-    alive = _reach(n, t_idx, s_idx, np.nonzero(dfa.accept)[0])  # backwards from accepting states
-    if not alive[dfa.start]:
+    keep = _live_reachable(*_kernel_args(dfa), dfa.start)
+    if not keep[dfa.start]:
         return empty_dfa()
-    keep_edge = alive[t_idx] & alive[s_idx]
-    reach = _reach(n, s_idx[keep_edge], t_idx[keep_edge], np.array([dfa.start]))
-    if reach.all() and alive.all():
+    if keep.all():
         return dfa
-    keep = np.nonzero(reach)[0]
+    kept = np.nonzero(keep)[0]
+    order = np.concatenate([[dfa.start], kept[kept != dfa.start]])
     remap = np.full(n, -1, dtype=np.int32)
-    order = np.concatenate([[dfa.start], keep[keep != dfa.start]])
     remap[order] = np.arange(len(order), dtype=np.int32)
-    new_trans = trans[order]
+    new_trans = dfa.trans[order]
     new_trans = np.where(new_trans >= 0, remap[np.maximum(new_trans, 0)], -1).astype(np.int32)
     return compact_classes(DFA(new_trans, dfa.accept[order].copy(), dfa.classmap, 0))
 
@@ -480,8 +406,11 @@ def _joint_classes(a: DFA, b: DFA) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 def product(a: DFA, b: DFA, mode: str = "and") -> DFA:
     """Intersection (``and``), union (``or``) or difference (``diff``: a minus b).
 
-    Breadth-first over reachable state pairs, one numpy step per BFS layer."""
+    Breadth-first over reachable state pairs: a plain loop for small automata
+    (most property-name sets), one numpy step per BFS layer for large ones."""
     classmap, ca, cb = _joint_classes(a, b)
+    if a.n_states * b.n_states <= SMALL_PRODUCT:
+        return _product_small(a, b, mode, classmap, ca, cb)
     C = len(ca)
     # row -1 (dead) is the extra last row
     ta = np.vstack([a.trans[:, ca], np.full((1, C), -1, dtype=np.int32)]).astype(np.int64)
@@ -536,6 +465,82 @@ def product(a: DFA, b: DFA, mode: str = "and") -> DFA:
     xa, xb = acc_a[px], acc_b[py]
     acc = (xa & xb) if mode == "and" else (xa | xb) if mode == "or" else (xa & ~xb)
     return trim(DFA(trans.astype(np.int32), acc, classmap, 0))
+
+
+SMALL_PRODUCT = 20000
+
+
+def _product_small(a: DFA, b: DFA, mode: str, classmap: np.ndarray, ca: np.ndarray, cb: np.ndarray) -> DFA:
+    ta = a.trans[:, ca].tolist()
+    tb = b.trans[:, cb].tolist()
+    dead = [-1] * len(ca)
+    ids = {(a.start, b.start): 0}
+    queue = [(a.start, b.start)]
+    rows = []
+    need_both = mode == "and"
+    need_a = mode == "diff"
+    i = 0
+    while i < len(queue):
+        x, y = queue[i]
+        i += 1
+        rx = ta[x] if x >= 0 else dead
+        ry = tb[y] if y >= 0 else dead
+        row = []
+        for nx, ny in zip(rx, ry):
+            if (nx < 0 or ny < 0) if need_both else (nx < 0) if need_a else (nx < 0 and ny < 0):
+                row.append(-1)
+                continue
+            key = (nx, ny)
+            j = ids.get(key)
+            if j is None:
+                j = ids[key] = len(queue)
+                queue.append(key)
+            row.append(j)
+        rows.append(row)
+        if len(queue) > MAX_DFA_STATES:
+            raise GrammarError(f"automaton too large (over {MAX_DFA_STATES} DFA states) in product")
+    acc_a = a.accept.tolist()
+    acc_b = b.accept.tolist()
+    acc = []
+    for x, y in queue:
+        xa = x >= 0 and acc_a[x]
+        xb = y >= 0 and acc_b[y]
+        acc.append((xa and xb) if mode == "and" else (xa or xb) if mode == "or" else (xa and not xb))
+    return trim(DFA(np.array(rows, dtype=np.int32).reshape(len(rows), len(ca)), np.array(acc, dtype=bool),
+                    classmap, 0))
+
+
+def difference_literals(a: DFA, strings) -> DFA:
+    """``a`` minus a finite set of byte strings, without a general product.
+
+    The product with a trie only ever pairs a trie node with the one state of
+    ``a`` its prefix leads to, so the result is the trie (each node carrying
+    that state's row, children overriding) on top of ``a``'s own states."""
+    b = literal_set_dfa(strings)
+    if b.is_empty():
+        return a
+    classmap, ca, cb = _joint_classes(a, b)
+    ta = np.ascontiguousarray(a.trans[:, ca])
+    tb = np.ascontiguousarray(b.trans[:, cb])
+    T = b.n_states
+    src, col = np.nonzero(tb >= 0)
+    dst = tb[src, col]
+    a_of = [-1] * T
+    a_of[0] = a.start
+    ta_list = ta.tolist()
+    for i in np.argsort(dst, kind="stable").tolist():  # trie nodes are numbered parents first
+        p = a_of[int(src[i])]
+        a_of[int(dst[i])] = ta_list[p][int(col[i])] if p >= 0 else -1
+    a_of_arr = np.array(a_of, dtype=np.int64)
+    alive = a_of_arr >= 0
+    safe = np.maximum(a_of_arr, 0)
+    top = np.where(alive[:, None] & (ta[safe] >= 0), ta[safe] + T, -1)
+    child_ok = (tb >= 0) & alive[np.maximum(tb, 0)]
+    top = np.where(tb >= 0, np.where(child_ok, tb, -1), top)
+    bottom = np.where(ta >= 0, ta + T, -1)
+    trans = np.vstack([top, bottom]).astype(np.int32)
+    acc = np.concatenate([alive & a.accept[safe] & ~b.accept, a.accept])
+    return trim(DFA(trans, acc, classmap, 0))
 
 
 def intersect(a: DFA, b: DFA) -> DFA:

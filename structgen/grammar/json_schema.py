@@ -28,10 +28,11 @@ from urllib.parse import unquote, urldefrag
 from urllib.parse import urljoin as _urljoin
 
 from ..errors import SchemaError, UnsupportedFeature
-from .fsa import DFA, difference, intersect, literal_dfa, literal_set_dfa, union
+from .fsa import DFA, difference, difference_literals, intersect, literal_dfa, literal_set_dfa, union
 from .formats import FORMAT_REGEXES, UNSUPPORTED_FORMATS
+from .metaschema import fast_metaschema_ok
 from .ir import EPSILON, Alt, Expr, GrammarIR, Graph, Sym, alt, seq
-from .json_strings import (CHUNK_CHARS, MAX_DIRECT_LENGTH, chunk_terminals, literal_strings, string_dfa,
+from .json_strings import (CHUNK_CHARS, MAX_DIRECT_LENGTH, chunk_terminals, literal_strings, string_dfa, string_forms,
                            tail_terminal)
 from .numbers import number_dfa
 
@@ -86,9 +87,9 @@ def _validator_for(schema):
     import jsonschema
     from jsonschema import validators
 
-    cls = validators.validator_for(schema, default=jsonschema.Draft202012Validator) if isinstance(schema, dict) \
-        else jsonschema.Draft202012Validator
-    return cls
+    if isinstance(schema, dict) and isinstance(schema.get("$schema", ""), str):
+        return validators.validator_for(schema, default=jsonschema.Draft202012Validator)
+    return jsonschema.Draft202012Validator  # the metaschema check then reports a non-string $schema
 
 
 _META: dict = {}
@@ -99,10 +100,13 @@ def check_schema(schema) -> None:
     import jsonschema
 
     cls = _validator_for(schema)
+    uri = cls.META_SCHEMA.get("$id") or cls.META_SCHEMA.get("id") or ""
+    if fast_metaschema_ok(schema, uri):  # a keyword-table walk; jsonschema decides everything else
+        return
     meta = _META.get(cls)
     if meta is None:
         meta = _META[cls] = cls(cls.META_SCHEMA)
-    if meta.is_valid(schema):  # fast path; the full error walk only for invalid schemas
+    if meta.is_valid(schema):
         return
     try:
         cls.check_schema(schema)
@@ -773,7 +777,7 @@ class _Compiler:
             raise
         ex = [v for v in excluded if isinstance(v, str)]
         if ex:
-            d = difference(d, literal_strings(ex))
+            d = difference_literals(d, string_forms(ex))
         if d.is_empty():
             return None
         return self.term(("string", tuple(patterns), lo, hi, tuple(formats), tuple(ex)), d, "STR")
@@ -1025,7 +1029,7 @@ class _Compiler:
                                      pointer=nodes[0].ptr, keyword="patternProperties")
         base = string_dfa()
         if defined:
-            base = difference(base, literal_strings(defined))
+            base = difference_literals(base, string_forms(defined))
         if names_nodes:
             nd = self.key_dfa(names_nodes)
             if nd is None:

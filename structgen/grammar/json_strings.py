@@ -128,12 +128,16 @@ def string_dfa(patterns: tuple[str, ...] = (), min_len: int = 0, max_len: int | 
     return quoted(d)
 
 
-def literal_strings(values: list[str]) -> DFA:
-    """Exactly the given strings, each in its json.dumps forms (raw and ASCII-escaped)."""
+def string_forms(values: list[str]) -> list[bytes]:
+    """Each string's JSON literal in its json.dumps forms (raw and ASCII-escaped)."""
     import json
 
-    return literal_set_dfa([enc.encode("utf-8") for v in values
-                            for enc in {json.dumps(v, ensure_ascii=False), json.dumps(v)}])
+    return [enc.encode("utf-8") for v in values for enc in {json.dumps(v, ensure_ascii=False), json.dumps(v)}]
+
+
+def literal_strings(values: list[str]) -> DFA:
+    """Exactly the given strings (see :func:`string_forms`)."""
+    return literal_set_dfa(string_forms(values))
 
 
 @functools.lru_cache(maxsize=None)

@@ -1,0 +1,52 @@
+"""Automaton operations: the fast paths agree with the general constructions."""
+from __future__ import annotations
+
+import itertools
+import random
+
+import pytest
+
+from structgen.grammar import fsa
+from structgen.grammar.fsa import difference, difference_literals, intersect, literal_set_dfa, union
+from structgen.grammar.regex import compile_regex
+
+PATTERNS = [r"[a-c]*", r"a(b|c)+d?", r"[^b]{0,4}", r"(ab|ba)*", r"\"[a-z]*\"", r"a{3,}|c"]
+
+
+def _strings(alphabet: str, max_len: int):
+    for n in range(max_len + 1):
+        for t in itertools.product(alphabet, repeat=n):
+            yield "".join(t).encode()
+
+
+@pytest.mark.parametrize("pattern", PATTERNS)
+def test_difference_literals_matches_language(pattern):
+    rng = random.Random(pattern)
+    a = compile_regex(pattern)
+    universe = list(_strings('abcd"', 4))
+    for _ in range(20):
+        removed = rng.sample(universe, rng.randint(0, 8)) + [b""] * rng.randint(0, 1)
+        d = difference_literals(a, removed)
+        for s in universe:
+            assert d.matches(s) == (a.matches(s) and s not in removed), (pattern, removed, s)
+
+
+@pytest.mark.parametrize("small", [True, False])
+def test_product_paths_agree(monkeypatch, small):
+    monkeypatch.setattr(fsa, "SMALL_PRODUCT", 10**9 if small else 0)
+    universe = list(_strings("abcd", 5))
+    for p, q in itertools.combinations(PATTERNS, 2):
+        a, b = compile_regex(p), compile_regex(q)
+        for op, f in ((intersect, lambda x, y: x and y), (union, lambda x, y: x or y),
+                      (difference, lambda x, y: x and not y)):
+            d = op(a, b)
+            for s in universe:
+                assert d.matches(s) == f(a.matches(s), b.matches(s)), (p, q, op.__name__, s)
+
+
+def test_difference_with_literal_set_dfa_equals_difference_literals():
+    a = compile_regex(r"\"[a-z]{0,6}\"")
+    names = [b'"id"', b'"name"', b'"n"', b'"zz"']
+    x, y = difference(a, literal_set_dfa(names)), difference_literals(a, names)
+    for s in _strings("inz\"", 5):
+        assert x.matches(s) == y.matches(s)
