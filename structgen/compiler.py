@@ -15,6 +15,7 @@ from typing import Any
 from .engine.compiled import CompiledGrammar
 from .engine.trie import TokenTrie, warm_up_kernels
 from .grammar.fsa import difference_literals
+from .grammar.fsa_kernels import warm_up_fsa_kernels
 from .grammar.ir import GrammarIR, Repeat, Sym
 from .grammar.lark import lark_to_ir, load_lark_text
 from .grammar.regex import compile_regex
@@ -70,6 +71,7 @@ class GrammarCompiler:
         self.trie = TokenTrie.cached(tokenizer.token_bytes, frozenset(tokenizer.special_ids), tokenizer.vocab_size,
                                      fingerprint=fp)
         warm_up_kernels(self.trie)
+        warm_up_fsa_kernels()
         self._cache: OrderedDict[tuple, CompiledGrammar] = OrderedDict()
         self._cache_size = cache_size
         self._lock = threading.Lock()
