@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from .engine.compiled import CompiledGrammar
+from .engine.lexer_kernels import warm_up_lexer_kernels
 from .engine.trie import TokenTrie, warm_up_kernels
 from .grammar.fsa import difference_literals
 from .grammar.fsa_kernels import warm_up_fsa_kernels
@@ -72,6 +73,7 @@ class GrammarCompiler:
                                      fingerprint=fp)
         warm_up_kernels(self.trie)
         warm_up_fsa_kernels()
+        warm_up_lexer_kernels()
         self._cache: OrderedDict[tuple, CompiledGrammar] = OrderedDict()
         self._cache_size = cache_size
         self._lock = threading.Lock()

@@ -61,6 +61,10 @@ CASES = [
                                                "age": {"type": "integer", "minimum": 0, "maximum": 120}},
               "required": ["name"]}),
     ("json", {"type": "array", "items": {"enum": ["a", "bc", 1, None]}, "minItems": 1, "maxItems": 3}),
+    # length-bounded strings take the counted-walk path (structgen.engine.counted)
+    ("json", {"type": "array", "items": {"type": "string", "minLength": 3, "maxLength": 40}, "maxItems": 2}),
+    ("json", {"type": "object", "properties": {"k": {"type": "string", "minLength": 1, "maxLength": 2}},
+              "additionalProperties": {"type": "string", "maxLength": 130}}),
 ]
 
 
@@ -197,3 +201,6 @@ def test_deepseek_vocabulary_masks(deepseek_info):
     comp = GrammarCompiler(deepseek_info)
     m = Matcher(comp.compile_lark(GRAMMARS / "json.lark"))
     _check_states(m, random.Random(3), n_walks=2, steps=8)
+    m = Matcher(comp.compile_json_schema({"type": "array", "items": {"type": "string", "minLength": 2,
+                                                                       "maxLength": 12}}))
+    _check_states(m, random.Random(4), n_walks=2, steps=8)

@@ -50,3 +50,35 @@ def test_difference_with_literal_set_dfa_equals_difference_literals():
     x, y = difference(a, literal_set_dfa(names)), difference_literals(a, names)
     for s in _strings("inz\"", 5):
         assert x.matches(s) == y.matches(s)
+
+
+def _depth_classes_reference(dfa, depth):
+    """Moore refinement with numpy rows, ``depth`` rounds: the plain definition."""
+    import numpy as np
+
+    from structgen.grammar.fsa import unique_rows
+
+    n = dfa.n_states
+    part = dfa.accept.astype(np.int64)
+    k = len(np.unique(part))
+    for _ in range(depth):
+        succ = np.where(dfa.trans >= 0, part[np.maximum(dfa.trans, 0)], -1)
+        _, new = unique_rows(np.concatenate([part[:, None], succ], axis=1))
+        k2 = int(new.max()) + 1
+        part = new
+        if k2 == k:
+            break
+        k = k2
+    rep = np.zeros(k, dtype=np.int64)
+    rep[part[::-1]] = np.arange(n)[::-1]
+    return rep[part]
+
+
+@pytest.mark.parametrize("pattern", [r"[a-z]{0,40}", r"(ab|c){3,30}x", r"[^\"]{5,60}", r"a*b{2,9}"])
+@pytest.mark.parametrize("depth", [1, 4, 129])
+def test_depth_classes_match_reference(pattern, depth):
+    import numpy as np
+
+    dfa = compile_regex(pattern)
+    got = dfa.depth_classes(depth)
+    assert np.array_equal(got, _depth_classes_reference(dfa, depth))

@@ -15,10 +15,11 @@ from collections import OrderedDict
 import numpy as np
 
 from ..grammar.ir import GrammarIR
+from .counted import boundary_counts, counted_strings
 from .lexer import Lexer, LexerCache
 from .parser import Parser
 from .rules import build_rule_automata, compute_costs
-from .trie import TokenTrie, walk
+from .trie import TokenTrie
 
 MASK_CACHE_ENTRIES = 4096
 INSIDE_CACHE_ENTRIES = 8192
@@ -151,6 +152,10 @@ class CompiledGrammar:
             # inside a single terminal: the walk only depends on that terminal's DFA,
             # so every lexer (of any grammar) that contains it shares the result
             dfa, offset = block
+            counted = self._counted_inside(dfa, ls - offset)
+            if counted is not None:
+                m, ev_nodes, ev_state, owner, sub = counted
+                return m, ev_nodes, np.full(len(ev_nodes), ev_state + offset, dtype=np.int32), owner, sub
             owner, sub = dfa, ls - offset
             if dfa.n_states >= CANON_MIN_STATES:
                 sub = int(dfa.depth_classes(self.trie.max_depth + 1)[sub])
@@ -168,9 +173,8 @@ class CompiledGrammar:
         if hit is None:
             t = self.trie
             m = np.zeros(self.n_words, dtype=np.uint32)
-            n = walk(t.node_byte, t.node_depth, t.node_end, t.tok_ptr, t.tok_ids, trans, classmap, boundary,
-                     np.zeros(1, dtype=np.int32), np.array([sub], dtype=np.int32), m, self._ev_nodes,
-                     self._ev_states, t.max_depth)
+            n = t.walk(trans, classmap, boundary, np.zeros(1, dtype=np.int32), np.array([sub], dtype=np.int32), m,
+                       self._ev_nodes, self._ev_states)
             hit = (m, self._ev_nodes[:n].copy(), self._ev_states[:n].copy(), owner)
             with _inside_lock:
                 _inside_cache[key] = hit
@@ -179,6 +183,23 @@ class CompiledGrammar:
         if offset:
             return hit[0], hit[1], hit[2] + offset, owner, sub
         return hit[0], hit[1], hit[2], owner, sub
+
+    def _counted_inside(self, dfa, sub: int):
+        """A length-bounded string at a character boundary: its mask from the counted walk."""
+        bounds = getattr(dfa, "length_bounds", None)
+        if bounds is None:
+            return None
+        cs = counted_strings(self.trie)
+        counts = boundary_counts(dfa, cs.base, cs.b_state, cs.closed_state)
+        if counts is None or counts[sub] < 0:
+            return None
+        acc = np.nonzero(dfa.accept)[0]
+        if len(acc) != 1:
+            return None
+        i = int(counts[sub])
+        key = (bounds[0] - i, bounds[1] - i)
+        m, ev_nodes = cs.inside(*key)
+        return m, ev_nodes, int(acc[0]), cs, key
 
     def _continue(self, cid: int, lx: Lexer, nodes: np.ndarray, states: np.ndarray, m: np.ndarray,
                   ckey: tuple) -> None:
@@ -189,7 +210,7 @@ class CompiledGrammar:
         boundaries) is cached under the chain of lexers that led to it."""
         t = self.trie
         acc = lx.boundary[states]
-        members = lx.core.acc_members
+        kinds, kind_of = lx.core.acc_kinds, lx.core.acc_key
         for a in np.unique(acc):
             grp = acc == a
             sel = nodes[grp]
@@ -197,7 +218,7 @@ class CompiledGrammar:
             if c2 < 0:
                 continue
             lx2 = self.lexer_for(c2)
-            key = (ckey, members[int(states[grp][0])], id(lx2.core))
+            key = (ckey, kinds[int(kind_of[int(states[grp][0])])], id(lx2.core))
             with _inside_lock:
                 hit = _cont_cache.get(key)
                 if hit is not None and hit[4] is lx2.core:
@@ -212,9 +233,8 @@ class CompiledGrammar:
                 ev_n = np.empty(t.n_nodes + 1, dtype=np.int32)
                 ev_s = np.empty(t.n_nodes + 1, dtype=np.int32)
                 if ok.any():
-                    n = walk(t.node_byte, t.node_depth, t.node_end, t.tok_ptr, t.tok_ids, lx2.trans, lx2.classmap,
-                             lx2.boundary, np.ascontiguousarray(sel[ok]), np.ascontiguousarray(st[ok]).astype(np.int32),
-                             sub, ev_n, ev_s, t.max_depth)
+                    n = t.walk(lx2.trans, lx2.classmap, lx2.boundary, np.ascontiguousarray(sel[ok]),
+                               np.ascontiguousarray(st[ok]).astype(np.int32), sub, ev_n, ev_s)
                 words = np.nonzero(sub)[0].astype(np.int32)
                 hit = (words, sub[words], ev_n[:n].copy(), ev_s[:n].copy(), lx2.core)
                 with _inside_lock:

@@ -22,6 +22,7 @@ import numpy as np
 
 from ..errors import GrammarError
 from ..grammar.fsa import DFA, unique_rows
+from .lexer_kernels import explore_product
 
 MAX_LEXER_STATES = 200_000
 CORE_CACHE_ENTRIES = 2048
@@ -38,10 +39,11 @@ class LexerCore:
         if k == 0:
             self.trans = np.full((1, 1), -1, dtype=np.int32)
             self.classmap = np.zeros(256, dtype=np.int32)
-            self.acc_members: list[tuple[int, ...]] = [()]
-            self._product: list[tuple] = [()]
+            self._n_prod = 1
+            self._ptr = np.zeros(2, dtype=np.int64)
+            self._ent_j = self._ent_s = np.zeros(0, dtype=np.int32)
             self.blocks: list[tuple[int, int]] = []
-            self._index_acc()
+            self._accept_nothing()
             self._finish()
             return
         cms = np.stack([d.classmap for d in dfas])
@@ -49,61 +51,17 @@ class LexerCore:
         classmap = classmap.astype(np.int32)
         n_classes = cols.shape[0]
         tabs = [np.ascontiguousarray(d.trans[:, cols[:, i]]) for i, d in enumerate(dfas)]
-        # each table gets a dead row (index n_j) so -1 sub-states stay -1
-        ext = [np.vstack([t, np.full((1, n_classes), -1, dtype=t.dtype)]).astype(np.int64) for t in tabs]
-        dead = np.array([t.shape[0] for t in tabs], dtype=np.int64)
-        starts = tuple(int(d.start) for d in dfas)
-        index: dict[bytes, int] = {}
-        order: list[tuple] = [starts]
-        layer_rows: list[np.ndarray] = []
-        singles_r: list[np.ndarray] = []
-        singles_c: list[np.ndarray] = []
-        singles_j: list[np.ndarray] = []
-        singles_s: list[np.ndarray] = []
-        frontier = np.array([starts], dtype=np.int64)
-        row_base = 0
-        while len(frontier):
-            F = len(frontier)
-            idx = np.where(frontier < 0, dead[None, :], frontier)
-            nxt = np.stack([ext[j][idx[:, j]] for j in range(k)], axis=1)  # [F, k, C]
-            alive = nxt >= 0
-            n_alive = alive.sum(axis=1)  # [F, C]
-            rows = np.full((F, n_classes), -1, dtype=np.int64)
-            fs, cs = np.nonzero(n_alive == 1)
-            if len(fs):
-                js = alive[fs, :, cs].argmax(axis=1)
-                singles_r.append(fs + row_base)
-                singles_c.append(cs)
-                singles_j.append(js)
-                singles_s.append(nxt[fs, js, cs])
-            fm, cm_ = np.nonzero(n_alive >= 2)
-            new_states = []
-            if len(fm):
-                keys = np.ascontiguousarray(nxt[fm, :, cm_])  # [M, k]
-                kv = keys.view(np.dtype((np.void, keys.dtype.itemsize * k))).reshape(-1)
-                uniq, first, inv = np.unique(kv, return_index=True, return_inverse=True)
-                uid = np.empty(len(uniq), dtype=np.int64)
-                for u in range(len(uniq)):
-                    b = uniq[u].tobytes()
-                    sid = index.get(b)
-                    if sid is None:
-                        sid = len(order)
-                        if sid >= MAX_LEXER_STATES:
-                            raise GrammarError(f"lexer too large (over {MAX_LEXER_STATES} states)")
-                        index[b] = sid
-                        order.append(tuple(int(x) for x in keys[first[u]]))
-                        new_states.append(keys[first[u]])
-                    uid[u] = sid
-                rows[fm, cm_] = uid[inv.reshape(-1)]
-            layer_rows.append(rows)
-            row_base += F
-            frontier = np.array(new_states, dtype=np.int64).reshape(-1, k)
-        n_prod = len(order)
-        sr = np.concatenate(singles_r) if singles_r else np.zeros(0, dtype=np.int64)
-        sc = np.concatenate(singles_c) if singles_c else np.zeros(0, dtype=np.int64)
-        sj = np.concatenate(singles_j) if singles_j else np.zeros(0, dtype=np.int64)
-        ss = np.concatenate(singles_s) if singles_s else np.zeros(0, dtype=np.int64)
-        used = sorted(set(sj.tolist()))
+        row_off = np.zeros(k, dtype=np.int64)
+        np.cumsum([t.shape[0] for t in tabs[:-1]], out=row_off[1:])
+        table = np.ascontiguousarray(np.vstack(tabs), dtype=np.int32)
+        starts = np.array([int(d.start) for d in dfas], dtype=np.int32)
+        n_prod, ptr, ent_j, ent_s, prod_trans, single_j, single_s = explore_product(
+            table, row_off, starts, MAX_LEXER_STATES)
+        if n_prod < 0:
+            raise GrammarError(f"lexer too large (over {MAX_LEXER_STATES} states)")
+        self._n_prod = n_prod
+        self._ptr, self._ent_j, self._ent_s = ptr, ent_j, ent_s
+        used = sorted(set(np.unique(single_j[single_j >= 0]).tolist()))
         offset = np.zeros(k, dtype=np.int64)
         total = n_prod
         self.blocks = []
@@ -114,36 +72,35 @@ class LexerCore:
         if total > MAX_LEXER_STATES:
             raise GrammarError(f"lexer too large (over {MAX_LEXER_STATES} states)")
         trans = np.empty((total, n_classes), dtype=np.int32)
-        trans[:n_prod] = np.concatenate(layer_rows, axis=0)
-        if len(sr):
-            trans[sr, sc] = offset[sj] + ss
+        trans[:n_prod] = np.where(single_j >= 0, offset[np.maximum(single_j, 0)] + single_s, prod_trans)
         for j in used:
             t = tabs[j]
             trans[offset[j]:offset[j] + t.shape[0]] = np.where(t >= 0, t + offset[j], -1)
         self.trans = trans
         self.classmap = classmap
-        self._product = order
-        # accepting members per state (indices into dfas)
-        acc: list[tuple[int, ...]] = []
-        for sub in order:
-            acc.append(tuple(j for j, s in enumerate(sub) if s >= 0 and dfas[j].accept[s]))
+        # accepting members per state (indices into dfas), as keys into acc_kinds
+        kinds: dict[tuple, int] = {(): 0}
+        keys = np.zeros(total, dtype=np.int32)
+        accept_all = np.concatenate([d.accept for d in dfas])
+        acc_entries = np.nonzero(accept_all[row_off[ent_j] + ent_s])[0]
+        if len(acc_entries):
+            owner = np.repeat(np.arange(n_prod), np.diff(ptr))[acc_entries]
+            members: dict[int, list[int]] = {}
+            for st, j in zip(owner.tolist(), ent_j[acc_entries].tolist()):
+                members.setdefault(st, []).append(j)
+            for st, js in members.items():
+                keys[st] = kinds.setdefault(tuple(js), len(kinds))
         for j in used:
-            acc.extend((j,) if a else () for a in dfas[j].accept)
-        self.acc_members = acc
-        self._index_acc()
-        self._finish()
-
-    def _index_acc(self) -> None:
-        """acc_key[state] indexes acc_kinds, the distinct tuples of accepting members."""
-        kinds: dict[tuple, int] = {}
-        keys = np.empty(len(self.acc_members), dtype=np.int32)
-        for sid, m in enumerate(self.acc_members):
-            kid = kinds.get(m)
-            if kid is None:
-                kid = kinds[m] = len(kinds)
-            keys[sid] = kid
+            kid = kinds.setdefault((j,), len(kinds))
+            keys[offset[j]:offset[j] + dfas[j].n_states] = np.where(dfas[j].accept, kid, 0)
         self.acc_key = keys
         self.acc_kinds = list(kinds)
+        self._finish()
+
+    def _accept_nothing(self) -> None:
+        """The empty core: one state, accepting nothing."""
+        self.acc_key = np.zeros(1, dtype=np.int32)
+        self.acc_kinds = [()]
 
     def _finish(self) -> None:
         self._trans_list = None
@@ -159,7 +116,7 @@ class LexerCore:
 
     def block_of(self, state: int):
         """(terminal DFA, offset) when ``state`` lies in a single terminal's copied table."""
-        if state < len(self._product):
+        if state < self._n_prod:
             return None
         for start, j in reversed(self.blocks):
             if state >= start:
@@ -168,8 +125,11 @@ class LexerCore:
 
     def substates(self, state: int) -> tuple:
         """Per-DFA sub-state of a combined state (-1 where that DFA is dead)."""
-        if state < len(self._product):
-            return self._product[state]
+        if state < self._n_prod:
+            sub = [-1] * len(self.dfas)
+            for e in range(int(self._ptr[state]), int(self._ptr[state + 1])):
+                sub[int(self._ent_j[e])] = int(self._ent_s[e])
+            return tuple(sub)
         for start, j in reversed(self.blocks):
             if state >= start:
                 sub = [-1] * len(self.dfas)

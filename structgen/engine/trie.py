@@ -18,7 +18,7 @@ import numpy as np
 
 class TokenTrie:
     __slots__ = ("node_byte", "node_depth", "node_end", "tok_ptr", "tok_ids", "n_nodes", "max_depth",
-                 "token_bytes", "vocab_size")
+                 "token_bytes", "vocab_size", "node_word", "node_bit", "node_multi")
 
     def __init__(self, node_byte, node_depth, node_end, tok_ptr, tok_ids, token_bytes, vocab_size):
         self.node_byte = node_byte
@@ -30,6 +30,21 @@ class TokenTrie:
         self.max_depth = int(node_depth.max()) if len(node_depth) else 0
         self.token_bytes = token_bytes
         self.vocab_size = vocab_size
+        # the first token of each node as (mask word, bit): the walk ORs it in without a branch
+        # (bit 0 where the node ends no token); nodes with more tokens are flagged
+        counts = np.diff(tok_ptr)
+        first = np.where(counts > 0, tok_ids[np.minimum(tok_ptr[:-1], max(len(tok_ids) - 1, 0))], 0) \
+            if len(tok_ids) else np.zeros(len(node_byte), dtype=np.int32)
+        self.node_word = (first >> 5).astype(np.int32)
+        self.node_bit = np.where(counts > 0, np.left_shift(np.uint32(1), (first & 31).astype(np.uint32)),
+                                 np.uint32(0)).astype(np.uint32)
+        self.node_multi = (counts > 1).astype(np.uint8)
+
+    def walk(self, trans, classmap, boundary, roots, root_states, mask, ev_nodes, ev_states) -> int:
+        """Run :func:`walk` over this trie (see there)."""
+        return walk(self.node_byte, self.node_depth, self.node_end, self.node_word, self.node_bit, self.node_multi,
+                    self.tok_ptr, self.tok_ids, trans, classmap, boundary, roots, root_states, mask, ev_nodes,
+                    ev_states, self.max_depth)
 
     @classmethod
     def build(cls, token_bytes: list[bytes], excluded: frozenset[int], vocab_size: int) -> "TokenTrie":
@@ -117,8 +132,8 @@ def _subtree_ends(depth):
 
 
 @numba.njit(cache=True, nogil=True)
-def walk(node_byte, node_depth, node_end, tok_ptr, tok_ids, trans, classmap, boundary,
-         roots, root_states, mask, ev_nodes, ev_states, max_depth):
+def walk(node_byte, node_depth, node_end, node_word, node_bit, node_multi, tok_ptr, tok_ids, trans, classmap,
+         boundary, roots, root_states, mask, ev_nodes, ev_states, max_depth):
     """Walk the subtrees under ``roots`` (state *at* each root given).
 
     Sets the mask bit of every token whose bytes keep the lexer alive; records
@@ -148,9 +163,11 @@ def walk(node_byte, node_depth, node_end, tok_ptr, tok_ids, trans, classmap, bou
                 j = node_end[j]
                 continue
             state_at[d] = ns
-            for p in range(tok_ptr[j], tok_ptr[j + 1]):
-                t = tok_ids[p]
-                mask[t >> 5] |= np.uint32(1) << np.uint32(t & 31)
+            mask[node_word[j]] |= node_bit[j]
+            if node_multi[j]:
+                for p in range(tok_ptr[j] + 1, tok_ptr[j + 1]):
+                    t = tok_ids[p]
+                    mask[t >> 5] |= np.uint32(1) << np.uint32(t & 31)
             j += 1
     return n_ev
 
@@ -183,6 +200,7 @@ def warm_up_kernels(trie: "TokenTrie") -> None:
     b = np.full(1, -1, dtype=np.int32)
     mask = np.zeros((trie.vocab_size + 31) // 32, dtype=np.uint32)
     ev = np.empty(1, dtype=np.int32)
-    walk(trie.node_byte[:1], trie.node_depth[:1], np.array([1], dtype=np.int32), trie.tok_ptr[:2] * 0,
-         trie.tok_ids[:0], trans, cm, b, np.zeros(1, dtype=np.int32), np.zeros(1, dtype=np.int32), mask, ev, ev, 1)
+    walk(trie.node_byte[:1], trie.node_depth[:1], np.array([1], dtype=np.int32), trie.node_word[:1],
+         trie.node_bit[:1] * 0, trie.node_multi[:1] * 0, trie.tok_ptr[:2] * 0, trie.tok_ids[:0], trans, cm, b,
+         np.zeros(1, dtype=np.int32), np.zeros(1, dtype=np.int32), mask, ev, ev, 1)
     advance_bytes(trans, cm, 0, np.zeros(1, dtype=np.uint8), 0)

@@ -13,7 +13,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..errors import GrammarError
-from .fsa_kernels import backward_depth as _backward_depth, live_reachable as _live_reachable
+from .fsa_kernels import backward_depth as _backward_depth, depth_canonical as _depth_canonical, \
+    live_reachable as _live_reachable
 
 #: Hard caps that keep compiles bounded; exceeding one raises GrammarError.
 MAX_NFA_STATES = 400_000
@@ -158,21 +159,7 @@ class DFA:
         cache = getattr(self, "_depth_cache", None)
         if cache is not None and cache[0] == depth:
             return cache[1]
-        n = self.n_states
-        part = self.accept.astype(np.int64)
-        k = len(np.unique(part))
-        trans = self.trans
-        for _ in range(depth):
-            succ = np.where(trans >= 0, part[np.maximum(trans, 0)], -1)
-            _, new = unique_rows(np.concatenate([part[:, None], succ], axis=1))
-            k2 = int(new.max()) + 1 if n else 0
-            part = new
-            if k2 == k:
-                break
-            k = k2
-        rep = np.zeros(k, dtype=np.int64)
-        rep[part[::-1]] = np.arange(n)[::-1]  # smallest state of each class
-        canon = rep[part].astype(np.int32)
+        canon = _depth_canonical(*_kernel_args(self), depth)
         self._depth_cache = (depth, canon)
         return canon
 

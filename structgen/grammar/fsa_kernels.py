@@ -10,7 +10,7 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-__all__ = ["backward_depth", "live_reachable", "warm_up_fsa_kernels"]
+__all__ = ["backward_depth", "depth_canonical", "live_reachable", "warm_up_fsa_kernels"]
 
 
 @numba.njit(cache=True, nogil=True)
@@ -86,8 +86,86 @@ def live_reachable(trans, accept, start):
     return keep
 
 
+@numba.njit(cache=True, nogil=True)
+def _same_signature(trans, part, r, s):
+    if part[r] != part[s]:
+        return False
+    for c in range(trans.shape[1]):
+        a = trans[r, c]
+        b = trans[s, c]
+        pa = part[a] if a >= 0 else -1
+        pb = part[b] if b >= 0 else -1
+        if pa != pb:
+            return False
+    return True
+
+
+@numba.njit(cache=True, nogil=True)
+def depth_canonical(trans, accept, depth):
+    """Smallest state of each class of states no string of at most ``depth``
+    bytes tells apart (Moore refinement, ``depth`` rounds at most).
+
+    Each round hashes (own class, successors' classes) into an open-addressing
+    table and confirms equal hashes by comparing the signatures, so the
+    result is exact; a round costs O(states x classes)."""
+    n, c = trans.shape
+    part = np.zeros(n, dtype=np.int64)
+    k = 0
+    seen_acc = False
+    seen_rej = False
+    for s in range(n):
+        part[s] = 1 if accept[s] else 0
+        if accept[s]:
+            seen_acc = True
+        else:
+            seen_rej = True
+    k = (1 if seen_acc else 0) + (1 if seen_rej else 0)
+    size = 1
+    while size < 2 * n + 2:
+        size *= 2
+    slots = np.empty(size, dtype=np.int64)
+    h = np.empty(n, dtype=np.uint64)
+    new = np.empty(n, dtype=np.int64)
+    for _ in range(depth):
+        for s in range(n):
+            x = np.uint64(part[s]) * np.uint64(0x9E3779B97F4A7C15) + np.uint64(1)
+            for j in range(c):
+                t = trans[s, j]
+                v = np.uint64(part[t] + 2) if t >= 0 else np.uint64(1)
+                x = (x ^ v) * np.uint64(0x100000001B3)
+                x ^= x >> np.uint64(29)
+            h[s] = x
+        slots[:] = -1
+        cnt = 0
+        for s in range(n):
+            i = np.int64(h[s] & np.uint64(size - 1))
+            while True:
+                r = slots[i]
+                if r < 0:
+                    slots[i] = s
+                    new[s] = cnt
+                    cnt += 1
+                    break
+                if h[r] == h[s] and _same_signature(trans, part, r, s):
+                    new[s] = new[r]
+                    break
+                i = (i + 1) & (size - 1)
+        if cnt == k:  # refinement only splits classes: same count, same partition
+            break
+        part[:] = new
+        k = cnt
+    rep = np.full(n, -1, dtype=np.int64)
+    canon = np.empty(n, dtype=np.int32)
+    for s in range(n):
+        if rep[part[s]] < 0:
+            rep[part[s]] = s
+        canon[s] = rep[part[s]]
+    return canon
+
+
 def warm_up_fsa_kernels() -> None:
     """Load (or compile, once per installation) the kernels ahead of the first schema."""
     t = np.full((1, 1), -1, dtype=np.int32)
     a = np.ones(1, dtype=np.bool_)
     live_reachable(t, a, 0)
+    depth_canonical(t, a, 1)

@@ -125,7 +125,12 @@ def string_dfa(patterns: tuple[str, ...] = (), min_len: int = 0, max_len: int | 
         d = parts[0]
         for p in parts[1:]:
             d = intersect(d, p)
-    return quoted(d)
+    out = quoted(d)
+    if not patterns and not formats and max_len is not None:
+        # exactly "any string of min_len..max_len characters": the engine can mask its states
+        # from one counted walk of the unbounded string (structgen.engine.counted)
+        out.length_bounds = (min_len, max_len)
+    return out
 
 
 def string_forms(values: list[str]) -> list[bytes]:
