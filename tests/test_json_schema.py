@@ -79,6 +79,20 @@ CASES = [
     ({"type": "number", "not": {"type": "integer"}}, [1.5], [1, 2.0]),
     ({"type": "integer", "minimum": 0, "maximum": 10, "exclusiveMinimum": True}, [1, 10], [0]),  # draft-04
     (True, [1, "a", {"a": [None]}], []),
+    # compound not, if/then/else and overlapping oneOf, through negation (structgen.grammar.negation)
+    ({"not": {"type": "string", "minLength": 3}}, [5, None, "ab", ""], ["abc", "abcd"]),
+    ({"type": "string", "not": {"pattern": "^a"}}, ["b", "ba", ""], ["a", "abc", 1]),
+    ({"not": {"anyOf": [{"type": "integer", "minimum": 5}, {"const": "x"}]}}, [4, "y", 4.5, None], [5, 9, "x"]),
+    ({"not": {"properties": {"a": {"type": "integer"}}}}, [{"a": "s"}, {"a": None, "b": 1}], [{"a": 1}, {}, 3]),
+    ({"type": "object", "properties": {"kind": {"enum": ["a", "b"]}, "x": {"type": "integer"}},
+      "required": ["kind"],
+      "if": {"properties": {"kind": {"const": "a"}}}, "then": {"required": ["x"]}, "else": {"not": {"required": ["x"]}}},
+     [{"kind": "a", "x": 1}, {"kind": "b"}], [{"kind": "a"}, {"kind": "b", "x": 1}]),
+    ({"if": {"type": "string"}, "then": {"maxLength": 1}, "else": {"type": "integer"}}, ["a", 3], ["ab", 1.5, None]),
+    ({"oneOf": [{"type": "integer"}, {"type": "number", "minimum": 0}]}, [-1, 0.5, 2.5], [1, 0, "a"]),
+    ({"oneOf": [{"type": "string", "maxLength": 3}, {"type": "string", "pattern": "^a"}]}, ["bcd", "abcd"],
+     ["ab", "bcde"]),
+    ({"allOf": [{"enum": [[1, 2], [3], "s"]}, {"not": {"type": "array", "maxItems": 1}}]}, [[1, 2], "s"], [[3]]),
 ]
 
 
@@ -143,8 +157,9 @@ def test_schema_errors_name_the_pointer(comp, schema, pointer):
 @pytest.mark.parametrize("schema,keyword", [
     ({"type": "array", "uniqueItems": True}, "uniqueItems"),
     ({"properties": {"a": {"type": "array", "contains": {"type": "integer"}}}}, "contains"),
-    ({"if": {"type": "string"}, "then": {"maxLength": 1}}, "if"),
-    ({"oneOf": [{"type": "integer"}, {"minimum": 0}]}, "oneOf"),
+    ({"if": {"items": {"type": "string"}}, "then": {"maxItems": 1}}, "if"),  # negating items: unsupported
+    ({"oneOf": [{"type": "array", "items": {"type": "integer"}}, {"type": "array", "maxItems": 2}]}, "oneOf"),
+    ({"not": {"multipleOf": 3}}, "not"),
 ])
 def test_unsupported_keywords_are_refused(comp, schema, keyword):
     with pytest.raises(UnsupportedFeature) as e:
@@ -232,3 +247,13 @@ def test_maskbench_slice(deepseek_info, deepseek_tokenizer):
     assert done >= 100
     assert not invalidations, invalidations
     assert counts["pass"] / done >= 0.85, counts
+
+
+def test_excluded_numbers_in_every_spelling(comp):
+    schema = {"type": "number", "not": {"enum": [1, 2.5, 0]}}
+    for v in ["1", "1.0", "1.000", "2.5", "2.50", "0", "-0", "0.0"]:
+        assert not accepts_text(comp, schema, v), v
+    for v in ["1.5", "2", "-1", "0.25", "10"]:
+        assert accepts_text(comp, schema, v), v
+    assert not accepts_text(comp, {"if": {"const": 1}, "then": False}, "1")
+    assert accepts_text(comp, {"if": {"const": 1}, "then": False}, "2")

@@ -31,6 +31,7 @@ from ..errors import SchemaError, UnsupportedFeature
 from .fsa import DFA, difference, difference_literals, intersect, literal_dfa, literal_set_dfa, union
 from .formats import FORMAT_REGEXES, UNSUPPORTED_FORMATS
 from .metaschema import fast_metaschema_ok
+from .negation import is_simple_not, negate
 from .ir import EPSILON, Alt, Expr, GrammarIR, Graph, Sym, alt, seq
 from .json_strings import (CHUNK_CHARS, MAX_DIRECT_LENGTH, chunk_terminals, literal_strings, string_dfa, string_forms,
                            tail_terminal)
@@ -417,13 +418,66 @@ class _Compiler:
             own_keys = [k for k in s if k not in ("$ref", "allOf") and k not in ANNOTATIONS]
             if own_keys:
                 d = self.derived(s, "own", lambda: {k: s[k] for k in own_keys}) if ("$ref" in s or "allOf" in s) else s
+                logic = self.rewrite_logic(d, base, n.ptr)
+                if logic is not None:
+                    sub = self.flatten([_Node(logic, base, n.ptr)], active)
+                    if sub is None:
+                        return None
+                    out.extend(sub)
+                    continue
                 out.append(_Node(d, base, n.ptr))
         return out
+
+    def rewrite_logic(self, s: dict, base: str, ptr: str) -> dict | None:
+        """``not`` of a compound schema and ``if``/``then``/``else`` as conjunctions and
+        disjunctions of negatable parts (structgen.grammar.negation); None when there is
+        nothing to rewrite or the negation cannot be expressed (reported later)."""
+        needs_not = "not" in s and not is_simple_not(s["not"]) and not _presence_only(s["not"])
+        needs_if = "if" in s and ("then" in s or "else" in s)
+        if not (needs_not or needs_if):
+            return None
+
+        def build():
+            resolve = self.local_resolver(base, ptr)
+            rest = {k: v for k, v in s.items() if k not in ("not", "if", "then", "else")}
+            extra = []
+            if "not" in s:
+                if needs_not:
+                    neg = negate(s["not"], resolve)
+                    if neg is None:
+                        return None
+                    extra.append(neg)
+                else:
+                    rest["not"] = s["not"]
+            if "if" in s:
+                if needs_if:
+                    cond = s["if"]
+                    ncond = negate(cond, resolve)
+                    if ncond is None:
+                        return None
+                    extra.append({"anyOf": [{"allOf": [cond, s.get("then", True)]},
+                                            {"allOf": [ncond, s.get("else", True)]}]})
+            return {**rest, "allOf": extra} if extra else rest
+
+        return self.derived(s, "logic", build)
+
+    def local_resolver(self, base: str, ptr: str):
+        """$ref targets inside the same resource (negation copies them next to the ref)."""
+        def resolve(ref: str):
+            try:
+                target, tbase, _ = self.resolver.resolve(ref, base, ptr)
+            except (SchemaError, UnsupportedFeature):
+                return None
+            return target if tbase == base else None
+        return resolve
 
     def any_value(self) -> Expr:
         return self.conjunction([])
 
     def conjunction(self, nodes: list[_Node]) -> Expr | None:
+        finite = self.finite_values(nodes)
+        if finite is not _NOT_FINITE:
+            return finite
         nodes = [self.extract_presence(n) for n in nodes]
         for n in nodes:
             for k in n.schema:
@@ -439,7 +493,7 @@ class _Compiler:
                     rest = self.derived(n.schema, "-" + kw, lambda: {k: v for k, v in n.schema.items() if k != kw})
                     others = nodes[:i] + [_Node(rest, n.base, n.ptr)] + nodes[i + 1:]
                     if kw == "oneOf" and len(branches) > 1:
-                        self.check_one_of(n, branches, others)
+                        branches = self.exclusive_branches(n, branches)
                     alts = []
                     self._combinator_depth += 1
                     if self._combinator_depth > MAX_COMBINATOR_DEPTH:
@@ -457,6 +511,37 @@ class _Compiler:
                         return None
                     return alt(*alts)
         return self.typed(nodes)
+
+    def finite_values(self, nodes: list[_Node]):
+        """An enum or const anywhere in the conjunction makes the value set finite: every
+        other keyword (``not``, ``if``/``then``/``else``, ``uniqueItems``, ``contains``,
+        overlapping ``oneOf``...) is then enforced exactly by validating each candidate
+        with jsonschema, so nothing is refused.  Returns ``_NOT_FINITE`` otherwise."""
+        candidates = None
+        for n in nodes:
+            s = n.schema
+            if not isinstance(s, dict):
+                continue
+            if "const" in s:
+                vals = [s["const"]]
+            elif "enum" in s:
+                vals = s["enum"]
+                if not isinstance(vals, list):
+                    raise SchemaError("enum must be an array", pointer=f"{n.ptr}/enum")
+                if not vals:
+                    raise SchemaError("enum is empty: no value is allowed", pointer=f"{n.ptr}/enum")
+            else:
+                continue
+            candidates = list(vals) if candidates is None else [v for v in candidates if _json_in(v, vals)]
+        if candidates is None:
+            return _NOT_FINITE
+        presence = [p for n in nodes if isinstance(n.schema, dict) for p in n.schema.get("__presence__", [])]
+        keep = [v for v in candidates
+                if self.valid_under(v, nodes)
+                and all(_eval_presence(p, set(v) if isinstance(v, dict) else None) for p in presence)]
+        if not keep:
+            return None
+        return alt(*[self.const_expr(v) for v in _dedupe(keep)])
 
     def extract_presence(self, n: _Node) -> _Node:
         """Turn keywords that only test which keys are present (``required`` inside
@@ -503,14 +588,30 @@ class _Compiler:
             return
         self.unsupported(n, k)
 
-    def check_one_of(self, n: _Node, branches: list, others: list[_Node]) -> None:
-        """oneOf is enforced as anyOf only when its branches provably exclude each other."""
+    def exclusive_branches(self, n: _Node, branches: list) -> list:
+        """oneOf as anyOf: as is when the branches provably exclude each other, else each
+        branch joined with the negations of the others (structgen.grammar.negation)."""
         sigs = [self.branch_signature(_Node(b, n.base, f"{n.ptr}/oneOf/{j}")) for j, b in enumerate(branches)]
+        overlap = None
         for a in range(len(sigs)):
             for b in range(a + 1, len(sigs)):
-                if not _disjoint(sigs[a], sigs[b]):
-                    self.unsupported(n, "oneOf", f"branches {a} and {b} may both match the same value")
-                    return
+                if overlap is None and not _disjoint(sigs[a], sigs[b]):
+                    overlap = (a, b)
+        if overlap is None:
+            return branches
+
+        def build():
+            resolve = self.local_resolver(n.base, n.ptr)
+            negs = [negate(b, resolve) for b in branches]
+            if any(x is None for x in negs):
+                return None
+            return [{"allOf": [b] + [negs[j] for j in range(len(branches)) if j != i]} for i, b in enumerate(branches)]
+
+        out = self.derived(n.schema, "oneOf-exclusive", build)
+        if out is None:
+            self.unsupported(n, "oneOf", f"branches {overlap[0]} and {overlap[1]} may both match the same value, "
+                                         "and a branch cannot be negated exactly")
+        return out
 
     def branch_signature(self, node: _Node) -> dict:
         """What a branch can be: types, literal values, discriminating properties, scalar DFA."""
@@ -594,30 +695,6 @@ class _Compiler:
         presence = [p for n in nodes for p in n.schema.get("__presence__", [])]
         if presence and not all(_eval_presence(p, None) for p in presence):
             types &= {"object"}
-        # enum / const: a finite language, filtered against the whole conjunction
-        candidates = None
-        for n in nodes:
-            s = n.schema
-            if "const" in s:
-                vals = [s["const"]]
-            elif "enum" in s:
-                vals = s["enum"]
-                if not isinstance(vals, list):
-                    raise SchemaError("enum must be an array", pointer=f"{n.ptr}/enum")
-                if not vals:
-                    raise SchemaError("enum is empty: no value is allowed", pointer=f"{n.ptr}/enum")
-            else:
-                continue
-            candidates = list(vals) if candidates is None else [v for v in candidates if _json_in(v, vals)]
-        if candidates is not None:
-            keep = []
-            for v in candidates:
-                if _json_type(v) in types or (_json_type(v) == "integer" and "number" in types):
-                    if not _json_in(v, excluded_values) and self.valid_under(v, nodes):
-                        keep.append(v)
-            if not keep:
-                return None
-            return alt(*[self.const_expr(v) for v in _dedupe(keep)])
         alts: list[Expr] = []
         if "null" in types:
             alts.append(self.term(("lit", "null"), literal_dfa(b"null"), "NULL"))
@@ -625,7 +702,8 @@ class _Compiler:
             alts.append(self.term(("lit", "bool"), literal_set_dfa([b"true", b"false"]), "BOOL"))
         if "number" in types or "integer" in types:
             e = self.number(nodes, integer="number" not in types,
-                            non_integer="integer" in excluded_types and "number" in types)
+                            non_integer="integer" in excluded_types and "number" in types,
+                            excluded=tuple(excluded_values))
             if e is not None:
                 alts.append(e)
         if "string" in types:
@@ -664,6 +742,9 @@ class _Compiler:
             if keys == {"const"}:
                 excluded_values.append(sub["const"])
                 return
+            if keys == {"pattern"} and isinstance(sub["pattern"], str):
+                excluded_types.update(set(TYPES) - {"string"})  # non-strings satisfy any pattern
+                return  # string() subtracts the pattern's language
         self.unsupported(n, "not", "only 'not' of a type, enum or const is compiled")
 
     def const_expr(self, v) -> Expr:
@@ -697,7 +778,8 @@ class _Compiler:
         return self.term(("num", tuple(sorted(forms))), literal_set_dfa([f.encode() for f in forms]), "LIT")
 
     # -- scalars ----------------------------------------------------------------------------
-    def number(self, nodes: list[_Node], integer: bool, non_integer: bool = False) -> Expr | None:
+    def number(self, nodes: list[_Node], integer: bool, non_integer: bool = False,
+               excluded: tuple = ()) -> Expr | None:
         kw: dict = {}
         mults = []
         for n in nodes:
@@ -733,9 +815,15 @@ class _Compiler:
             from .regex import compile_regex
 
             d = intersect(d, compile_regex(r"-?(0|[1-9][0-9]*)\.[0-9]*[1-9][0-9]*"))
+        ex = tuple(v for v in excluded if isinstance(v, (int, float)) and not isinstance(v, bool))
+        if ex:  # "not": {"const"/"enum"}: positional spellings only, so each value's spellings form a regular set
+            from .regex import compile_regex
+
+            d = intersect(d, compile_regex(r"-?(0|[1-9][0-9]*)(\.[0-9]+)?"))
+            d = difference(d, compile_regex("|".join(_number_spellings(v) for v in ex)))
         if d.is_empty():
             return None
-        return self.term(("num", integer, non_integer, tuple(sorted(kw.items())), tuple(mults)), d,
+        return self.term(("num", integer, non_integer, tuple(sorted(kw.items())), tuple(mults), ex), d,
                          "INT" if integer else "NUM")
 
     def string(self, nodes: list[_Node], excluded: list) -> Expr | None:
@@ -758,9 +846,12 @@ class _Compiler:
                 if f in UNSUPPORTED_FORMATS and self.opts.lenient:
                     continue
                 formats.append(f)
+        not_patterns = [n.schema["not"]["pattern"] for n in nodes
+                        if isinstance(n.schema.get("not"), dict) and isinstance(n.schema["not"].get("pattern"), str)
+                        and {k for k in n.schema["not"] if k not in ANNOTATIONS} == {"pattern"}]
         if hi is not None and lo > hi:
             return None
-        if not patterns and not formats and not [v for v in excluded if isinstance(v, str)] and (
+        if not patterns and not formats and not not_patterns and not [v for v in excluded if isinstance(v, str)] and (
                 lo > MAX_DIRECT_LENGTH or (hi is not None and hi > MAX_DIRECT_LENGTH)):
             return self.chunked_string(lo, hi)
         try:
@@ -775,12 +866,17 @@ class _Compiler:
             if isinstance(e, GrammarError):
                 raise SchemaError(str(e), pointer=nodes[0].ptr) from None
             raise
+        for p in not_patterns:
+            try:
+                d = difference(d, string_dfa((p,)))
+            except UnsupportedFeature as e:
+                raise UnsupportedFeature(str(e).split(": ", 1)[-1], pointer=nodes[0].ptr, keyword="not") from None
         ex = [v for v in excluded if isinstance(v, str)]
         if ex:
             d = difference_literals(d, string_forms(ex))
         if d.is_empty():
             return None
-        return self.term(("string", tuple(patterns), lo, hi, tuple(formats), tuple(ex)), d, "STR")
+        return self.term(("string", tuple(patterns), lo, hi, tuple(formats), tuple(ex), tuple(not_patterns)), d, "STR")
 
     def chunked_string(self, lo: int, hi: int | None) -> Expr | None:
         """A long length-bounded string: the lexer counts chunks of CHUNK_CHARS
@@ -1173,6 +1269,23 @@ def _simple_valid(value, schema) -> bool:
     if "const" in schema and not _json_eq(value, schema["const"]):
         return False
     return True
+
+
+_NOT_FINITE = object()
+
+
+def _number_spellings(v) -> str:
+    """Regex of every positional JSON spelling of the number ``v`` (1 -> 1, 1.0, 1.00, ...)."""
+    from decimal import Decimal
+
+    d = Decimal(repr(v)) if isinstance(v, float) else Decimal(v)
+    if d == 0:
+        return r"-?0(\.0+)?"
+    text = format(abs(d), "f")
+    whole, _, frac = text.partition(".")
+    frac = frac.rstrip("0")
+    sign = "-" if d < 0 else ""
+    return sign + whole + (r"\." + frac + "0*" if frac else r"(\.0+)?")
 
 
 def _trivial(s) -> bool:

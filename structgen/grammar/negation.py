@@ -1,0 +1,195 @@
+"""Negation of a JSON Schema into keywords the compiler enforces exactly.
+
+``not``, ``if``/``then``/``else`` and ``oneOf`` with overlapping branches all
+need the complement of a subschema.  Most subschemas real schemas negate are
+conjunctions of simple keywords, and the complement of each is again a simple
+schema (De Morgan over the conjunction; ``minLength: 3`` -> a string of at
+most 2 characters; ``properties: {k: S}`` -> an object that has ``k`` with a
+value outside ``S``).  The result uses only standard keywords, with ``not``
+left only around a ``type``, ``enum``, ``const``, ``pattern`` or ``required``,
+which the compiler handles directly -- so the rewritten schema means exactly
+the same to jsonschema as the original, and candidate values can still be
+validated against it.
+
+Keywords whose complement needs an existential over items or keys
+(``items``, ``additionalProperties``, ``contains``, ``uniqueItems``, ...),
+``multipleOf`` and ``format`` are not negated: :func:`negate` returns None and
+the caller reports the keyword as unsupported.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable
+
+__all__ = ["negate", "SIMPLE_NOT_KEYS", "VALIDATION_KEYS", "is_simple_not"]
+
+#: Keywords that constrain values (plus OpenAPI's ``nullable``); everything else is an annotation
+#: or an unknown keyword, which constrains nothing.
+VALIDATION_KEYS = {
+    "type", "enum", "const", "multipleOf", "maximum", "exclusiveMaximum", "minimum", "exclusiveMinimum",
+    "maxLength", "minLength", "pattern", "format", "maxItems", "minItems", "uniqueItems", "maxContains",
+    "minContains", "maxProperties", "minProperties", "required", "dependentRequired", "prefixItems", "items",
+    "contains", "additionalProperties", "properties", "patternProperties", "dependentSchemas", "propertyNames",
+    "if", "then", "else", "allOf", "anyOf", "oneOf", "not", "unevaluatedItems", "unevaluatedProperties",
+    "additionalItems", "dependencies", "$ref", "$dynamicRef", "$recursiveRef", "nullable",
+}
+#: ``{"not": {K: ...}}`` with exactly one of these keys is compiled directly.
+SIMPLE_NOT_KEYS = {"type", "enum", "const", "pattern", "required"}
+MAX_DEPTH = 12
+
+_NUMBER_BOUND_COMPLEMENT = {"minimum": "exclusiveMaximum", "maximum": "exclusiveMinimum",
+                            "exclusiveMinimum": "maximum", "exclusiveMaximum": "minimum"}
+_COUNT_BOUNDS = {  # keyword -> (type it applies to, complement keyword, shift)
+    "minLength": ("string", "maxLength", -1), "maxLength": ("string", "minLength", +1),
+    "minItems": ("array", "maxItems", -1), "maxItems": ("array", "minItems", +1),
+    "minProperties": ("object", "maxProperties", -1), "maxProperties": ("object", "minProperties", +1),
+}
+
+
+def is_simple_not(sub: Any) -> bool:
+    """True for a ``not`` operand the compiler enforces without rewriting."""
+    if isinstance(sub, bool):
+        return True
+    if not isinstance(sub, dict):
+        return False
+    keys = {k for k in sub if k in VALIDATION_KEYS}
+    return not keys or (len(keys) == 1 and next(iter(keys)) in SIMPLE_NOT_KEYS)
+
+
+def _any_of(parts: list) -> Any:
+    parts = [p for p in parts if p is not False]
+    if any(p is True for p in parts):
+        return True
+    if not parts:
+        return False
+    return parts[0] if len(parts) == 1 else {"anyOf": parts}
+
+
+def _all_of(parts: list) -> Any:
+    parts = [p for p in parts if p is not True]
+    if any(p is False for p in parts):
+        return False
+    if not parts:
+        return True
+    return parts[0] if len(parts) == 1 else {"allOf": parts}
+
+
+def negate(schema: Any, resolve: Callable[[str], Any | None], depth: int = 0) -> Any | None:
+    """A schema accepting exactly the JSON values ``schema`` rejects, or None.
+
+    ``resolve`` maps a ``$ref`` to its target schema (None when it cannot be
+    followed, e.g. into another resource)."""
+    if depth > MAX_DEPTH:
+        return None
+    if schema is True:
+        return False
+    if schema is False:
+        return True
+    if not isinstance(schema, dict):
+        return None
+    s = {k: v for k, v in schema.items() if k in VALIDATION_KEYS}
+    if not s:
+        return False
+    parts: list = []
+    handled: set[str] = set()
+
+    def neg(x):
+        return negate(x, resolve, depth + 1)
+
+    if "$ref" in s:
+        target = resolve(s["$ref"]) if isinstance(s["$ref"], str) else None
+        if target is None:
+            return None
+        n = neg(target)
+        if n is None:
+            return None
+        parts.append(n)
+        handled.add("$ref")
+    if "type" in s:
+        t = s["type"]
+        types = [t] if isinstance(t, str) else list(t) if isinstance(t, list) else None
+        if types is None:
+            return None
+        if s.get("nullable") is True and "null" not in types:
+            types.append("null")
+        parts.append({"not": {"type": types[0] if len(types) == 1 else types}})
+        handled |= {"type", "nullable"}
+    elif "nullable" in s:
+        handled.add("nullable")
+    for k in ("enum", "const"):
+        if k in s:
+            parts.append({"not": {k: s[k]}})
+            handled.add(k)
+    if "pattern" in s:
+        if not isinstance(s["pattern"], str):
+            return None
+        parts.append({"not": {"pattern": s["pattern"]}})
+        handled.add("pattern")
+    if "required" in s:
+        parts.append({"not": {"required": s["required"]}})
+        handled.add("required")
+    for k, other in _NUMBER_BOUND_COMPLEMENT.items():
+        if k in s:
+            v = s[k]
+            if isinstance(v, bool) or not isinstance(v, (int, float)):
+                return None  # draft-04 boolean exclusive bounds
+            parts.append({"type": "number", other: v})
+            handled.add(k)
+    for k, (typ, other, shift) in _COUNT_BOUNDS.items():
+        if k in s:
+            v = s[k]
+            if isinstance(v, float) and v.is_integer():
+                v = int(v)
+            if isinstance(v, bool) or not isinstance(v, int):
+                return None
+            if v + shift >= 0:
+                parts.append({"type": typ, other: v + shift})
+            handled.add(k)
+    if "properties" in s:
+        props = s["properties"]
+        if not isinstance(props, dict):
+            return None
+        for key, sub in props.items():
+            n = neg(sub)
+            if n is None:
+                return None
+            if n is not False:
+                parts.append({"type": "object", "required": [key], "properties": {key: n}})
+        handled.add("properties")
+    if "not" in s:
+        parts.append(s["not"])
+        handled.add("not")
+    if "anyOf" in s:
+        subs = [neg(b) for b in s["anyOf"]] if isinstance(s["anyOf"], list) else [None]
+        if any(x is None for x in subs):
+            return None
+        parts.append(_all_of(subs))
+        handled.add("anyOf")
+    if "allOf" in s:
+        subs = [neg(b) for b in s["allOf"]] if isinstance(s["allOf"], list) else [None]
+        if any(x is None for x in subs):
+            return None
+        parts.append(_any_of(subs))
+        handled.add("allOf")
+    if "oneOf" in s:
+        branches = s["oneOf"] if isinstance(s["oneOf"], list) else None
+        subs = [neg(b) for b in branches] if branches else [None]
+        if any(x is None for x in subs):
+            return None
+        # none matches, or at least two do
+        two = [_all_of([branches[i], branches[j]]) for i in range(len(branches)) for j in range(i + 1, len(branches))]
+        parts.append(_any_of([_all_of(subs)] + two))
+        handled.add("oneOf")
+    if "if" in s:
+        cond = s["if"]
+        then = neg(s.get("then", True))
+        other = neg(s.get("else", True))
+        ncond = neg(cond)
+        if then is None or other is None or ncond is None:
+            return None
+        parts.append(_any_of([_all_of([cond, then]), _all_of([ncond, other])]))
+        handled |= {"if", "then", "else"}
+    else:
+        handled |= {"then", "else"} & set(s)  # then/else without if mean nothing
+    if set(s) - handled:
+        return None
+    return _any_of(parts)
