@@ -204,3 +204,11 @@ def test_deepseek_vocabulary_masks(deepseek_info):
     m = Matcher(comp.compile_json_schema({"type": "array", "items": {"type": "string", "minLength": 2,
                                                                        "maxLength": 12}}))
     _check_states(m, random.Random(4), n_walks=2, steps=8)
+
+
+def test_lexer_with_hundreds_of_terminals(smol_compiler):
+    """A key lexer with more terminals than the product's initial entry buffer (300 properties)."""
+    props = {f"p{i}": {"type": "integer"} for i in range(300)}
+    m = Matcher(smol_compiler.compile_json_schema({"type": "object", "properties": props}))
+    assert m.accept_string('{"p7": 2, "p299": 1}') and m.is_accepting()
+    assert mask_set(m) == brute_force_mask(m)

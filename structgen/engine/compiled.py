@@ -19,7 +19,7 @@ from .counted import boundary_counts, counted_strings
 from .lexer import Lexer, LexerCache
 from .parser import Parser
 from .rules import build_rule_automata, compute_costs
-from .trie import TokenTrie
+from .trie import TokenTrie, plain_loops
 
 MASK_CACHE_ENTRIES = 4096
 INSIDE_CACHE_ENTRIES = 8192
@@ -28,6 +28,15 @@ _inside_cache: OrderedDict = OrderedDict()
 CONT_CACHE_ENTRIES = 20000
 _cont_cache: OrderedDict = OrderedDict()
 _inside_lock = threading.Lock()
+
+
+def _plain_loop(owner, trans, classmap) -> np.ndarray:
+    """Per state of ``owner``'s table: does it loop on every plain byte (cached on the owner)."""
+    pl = getattr(owner, "_plain_loop", None)
+    if pl is None:
+        pl = plain_loops(trans, classmap)
+        owner._plain_loop = pl
+    return pl
 
 
 def _dfa_boundary(dfa) -> np.ndarray:
@@ -174,7 +183,7 @@ class CompiledGrammar:
             t = self.trie
             m = np.zeros(self.n_words, dtype=np.uint32)
             n = t.walk(trans, classmap, boundary, np.zeros(1, dtype=np.int32), np.array([sub], dtype=np.int32), m,
-                       self._ev_nodes, self._ev_states)
+                       self._ev_nodes, self._ev_states, _plain_loop(owner, trans, classmap))
             hit = (m, self._ev_nodes[:n].copy(), self._ev_states[:n].copy(), owner)
             with _inside_lock:
                 _inside_cache[key] = hit
@@ -234,7 +243,8 @@ class CompiledGrammar:
                 ev_s = np.empty(t.n_nodes + 1, dtype=np.int32)
                 if ok.any():
                     n = t.walk(lx2.trans, lx2.classmap, lx2.boundary, np.ascontiguousarray(sel[ok]),
-                               np.ascontiguousarray(st[ok]).astype(np.int32), sub, ev_n, ev_s)
+                               np.ascontiguousarray(st[ok]).astype(np.int32), sub, ev_n, ev_s,
+                               _plain_loop(lx2.core, lx2.trans, lx2.classmap))
                 words = np.nonzero(sub)[0].astype(np.int32)
                 hit = (words, sub[words], ev_n[:n].copy(), ev_s[:n].copy(), lx2.core)
                 with _inside_lock:

@@ -53,7 +53,7 @@ def explore_product(table, row_off, starts, max_states):
     k = len(starts)
     C = table.shape[1]
     cap = 64
-    ecap = 256
+    ecap = max(256, 2 * k)
     ptr = np.zeros(cap + 1, dtype=np.int64)
     ent_j = np.empty(ecap, dtype=np.int32)
     ent_s = np.empty(ecap, dtype=np.int32)

@@ -16,9 +16,22 @@ import numba
 import numpy as np
 
 
+#: Printable ASCII except the quote and backslash: what JSON string content repeats freely.
+PLAIN_BYTES = np.zeros(256, dtype=bool)
+PLAIN_BYTES[0x20:0x7F] = True
+PLAIN_BYTES[[0x22, 0x5C]] = False
+
+
+def plain_loops(trans: np.ndarray, classmap: np.ndarray) -> np.ndarray:
+    """uint8 per state: 1 where every PLAIN_BYTES byte leads back to the same state."""
+    cols = np.unique(classmap[PLAIN_BYTES])
+    n = trans.shape[0]
+    return (trans[:, cols] == np.arange(n, dtype=trans.dtype)[:, None]).all(axis=1).astype(np.uint8)
+
+
 class TokenTrie:
     __slots__ = ("node_byte", "node_depth", "node_end", "tok_ptr", "tok_ids", "n_nodes", "max_depth",
-                 "token_bytes", "vocab_size", "node_word", "node_bit", "node_multi")
+                 "token_bytes", "vocab_size", "node_word", "node_bit", "node_multi", "node_plain_below")
 
     def __init__(self, node_byte, node_depth, node_end, tok_ptr, tok_ids, token_bytes, vocab_size):
         self.node_byte = node_byte
@@ -39,12 +52,24 @@ class TokenTrie:
         self.node_bit = np.where(counts > 0, np.left_shift(np.uint32(1), (first & 31).astype(np.uint32)),
                                  np.uint32(0)).astype(np.uint32)
         self.node_multi = (counts > 1).astype(np.uint8)
+        # every byte below the node is PLAIN_BYTES: from a state that loops on those bytes, the whole
+        # subtree's tokens are allowed without visiting it (most of a JSON string's walk)
+        not_plain = ~PLAIN_BYTES[node_byte]
+        if len(not_plain):
+            not_plain[0] = False
+        before = np.concatenate([[0], np.cumsum(not_plain, dtype=np.int64)])
+        idx = np.arange(len(node_byte))
+        self.node_plain_below = (before[node_end] - before[np.minimum(idx + 1, len(node_byte))] == 0).astype(np.uint8)
 
-    def walk(self, trans, classmap, boundary, roots, root_states, mask, ev_nodes, ev_states) -> int:
-        """Run :func:`walk` over this trie (see there)."""
+    def walk(self, trans, classmap, boundary, roots, root_states, mask, ev_nodes, ev_states,
+             plain_loop=None) -> int:
+        """Run :func:`walk` over this trie (see there); ``plain_loop`` from :func:`plain_loops`."""
+        if plain_loop is None:
+            plain_loop = np.zeros(trans.shape[0], dtype=np.uint8)
+        trans = np.ascontiguousarray(trans)
         return walk(self.node_byte, self.node_depth, self.node_end, self.node_word, self.node_bit, self.node_multi,
-                    self.tok_ptr, self.tok_ids, trans, classmap, boundary, roots, root_states, mask, ev_nodes,
-                    ev_states, self.max_depth)
+                    self.node_plain_below, self.tok_ptr, self.tok_ids, trans, classmap, boundary, plain_loop, roots,
+                    root_states, mask, ev_nodes, ev_states, self.max_depth)
 
     @classmethod
     def build(cls, token_bytes: list[bytes], excluded: frozenset[int], vocab_size: int) -> "TokenTrie":
@@ -132,42 +157,52 @@ def _subtree_ends(depth):
 
 
 @numba.njit(cache=True, nogil=True)
-def walk(node_byte, node_depth, node_end, node_word, node_bit, node_multi, tok_ptr, tok_ids, trans, classmap,
-         boundary, roots, root_states, mask, ev_nodes, ev_states, max_depth):
+def walk(node_byte, node_depth, node_end, node_word, node_bit, node_multi, node_plain_below, tok_ptr, tok_ids,
+         trans, classmap, boundary, plain_loop, roots, root_states, mask, ev_nodes, ev_states, max_depth):
     """Walk the subtrees under ``roots`` (state *at* each root given).
 
     Sets the mask bit of every token whose bytes keep the lexer alive; records
     (node, state before the node's byte) where the current lexeme must end
     (dead transition from an accepting state) for the caller to continue with
-    the parser's next lexer.  Returns the number of such events.
+    the parser's next lexer.  Returns the number of such events.  A subtree of
+    plain bytes under a state that loops on them is taken whole, unvisited.
     """
     n_ev = 0
-    state_at = np.empty(max_depth + 2, dtype=np.int32)
+    n_cls = trans.shape[1]
+    flat = trans.ravel()
+    state_at = np.empty(max_depth + 2, dtype=np.int64)
     for k in range(len(roots)):
         r = roots[k]
         state_at[node_depth[r]] = root_states[k]
         for p in range(tok_ptr[r], tok_ptr[r + 1]):
             t = tok_ids[p]
             mask[t >> 5] |= np.uint32(1) << np.uint32(t & 31)
-        j = r + 1
-        end = node_end[r]
+        j = np.int64(r + 1)
+        end = np.int64(node_end[r])
         while j < end:
-            d = node_depth[j]
+            d = np.int64(node_depth[j])
             ps = state_at[d - 1]
-            ns = trans[ps, classmap[node_byte[j]]]
+            ns = np.int64(flat[ps * n_cls + np.int64(classmap[np.int64(node_byte[j])])])
             if ns < 0:
                 if boundary[ps] >= 0:
                     ev_nodes[n_ev] = j
                     ev_states[n_ev] = ps
                     n_ev += 1
-                j = node_end[j]
+                j = np.int64(node_end[j])
                 continue
             state_at[d] = ns
-            mask[node_word[j]] |= node_bit[j]
+            mask[np.int64(node_word[j])] |= node_bit[j]
             if node_multi[j]:
                 for p in range(tok_ptr[j] + 1, tok_ptr[j + 1]):
                     t = tok_ids[p]
                     mask[t >> 5] |= np.uint32(1) << np.uint32(t & 31)
+            if plain_loop[ns] and node_plain_below[j]:
+                e = np.int64(node_end[j])
+                for p in range(tok_ptr[j + 1], tok_ptr[e]):
+                    t = tok_ids[p]
+                    mask[t >> 5] |= np.uint32(1) << np.uint32(t & 31)
+                j = e
+                continue
             j += 1
     return n_ev
 
@@ -201,6 +236,7 @@ def warm_up_kernels(trie: "TokenTrie") -> None:
     mask = np.zeros((trie.vocab_size + 31) // 32, dtype=np.uint32)
     ev = np.empty(1, dtype=np.int32)
     walk(trie.node_byte[:1], trie.node_depth[:1], np.array([1], dtype=np.int32), trie.node_word[:1],
-         trie.node_bit[:1] * 0, trie.node_multi[:1] * 0, trie.tok_ptr[:2] * 0, trie.tok_ids[:0], trans, cm, b,
-         np.zeros(1, dtype=np.int32), np.zeros(1, dtype=np.int32), mask, ev, ev, 1)
+         trie.node_bit[:1] * 0, trie.node_multi[:1] * 0, trie.node_plain_below[:1] * 0, trie.tok_ptr[:2] * 0,
+         trie.tok_ids[:0], trans, cm, b, np.zeros(1, dtype=np.uint8), np.zeros(1, dtype=np.int32),
+         np.zeros(1, dtype=np.int32), mask, ev, ev, 1)
     advance_bytes(trans, cm, 0, np.zeros(1, dtype=np.uint8), 0)

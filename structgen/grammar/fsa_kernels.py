@@ -111,15 +111,19 @@ def depth_canonical(trans, accept, depth):
     n, c = trans.shape
     part = np.zeros(n, dtype=np.int64)
     k = 0
-    seen_acc = False
-    seen_rej = False
-    for s in range(n):
-        part[s] = 1 if accept[s] else 0
+    acc_id = -1
+    rej_id = -1
+    for s in range(n):  # class ids numbered by first occurrence: always below n
         if accept[s]:
-            seen_acc = True
+            if acc_id < 0:
+                acc_id = k
+                k += 1
+            part[s] = acc_id
         else:
-            seen_rej = True
-    k = (1 if seen_acc else 0) + (1 if seen_rej else 0)
+            if rej_id < 0:
+                rej_id = k
+                k += 1
+            part[s] = rej_id
     size = 1
     while size < 2 * n + 2:
         size *= 2
