@@ -93,6 +93,13 @@ CASES = [
     ({"oneOf": [{"type": "string", "maxLength": 3}, {"type": "string", "pattern": "^a"}]}, ["bcd", "abcd"],
      ["ab", "bcde"]),
     ({"allOf": [{"enum": [[1, 2], [3], "s"]}, {"not": {"type": "array", "maxItems": 1}}]}, [[1, 2], "s"], [[3]]),
+    # oneOf split by type: object keywords match every string, so strings match both branches
+    ({"$defs": {"a": {"enum": ["a"]}},
+      "oneOf": [{"properties": {"k": {"$ref": "#/$defs/a"}}, "required": ["k"]},
+                {"properties": {"k": {"const": "b"}}, "required": ["k"], "additionalProperties": False}]},
+     [{"k": "a"}, {"k": "b"}, {"k": "a", "x": 1}], ["s", 1, {"k": "c"}, {}, {"k": "b", "x": 1}]),
+    ({"oneOf": [{"maxLength": 0}, {"format": "unknown-format", "minLength": 1}]}, ["", "ab"], [1, None, {}]),
+    ({"not": {"format": "date"}}, ["x", "2024-13-01"], ["2024-01-01", 1]),
 ]
 
 

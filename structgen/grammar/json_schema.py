@@ -443,7 +443,7 @@ class _Compiler:
             extra = []
             if "not" in s:
                 if needs_not:
-                    neg = negate(s["not"], resolve)
+                    neg = negate(s["not"], resolve, **self.format_kinds())
                     if neg is None:
                         return None
                     extra.append(neg)
@@ -452,7 +452,7 @@ class _Compiler:
             if "if" in s:
                 if needs_if:
                     cond = s["if"]
-                    ncond = negate(cond, resolve)
+                    ncond = negate(cond, resolve, **self.format_kinds())
                     if ncond is None:
                         return None
                     extra.append({"anyOf": [{"allOf": [cond, s.get("then", True)]},
@@ -460,6 +460,11 @@ class _Compiler:
             return {**rest, "allOf": extra} if extra else rest
 
         return self.derived(s, "logic", build)
+
+    def format_kinds(self) -> dict:
+        """Which formats this compile asserts (and which it refuses), for negation."""
+        refused = frozenset() if self.opts.lenient else frozenset(UNSUPPORTED_FORMATS)
+        return {"asserted_formats": frozenset(FORMAT_REGEXES), "refused_formats": refused}
 
     def local_resolver(self, base: str, ptr: str):
         """$ref targets inside the same resource (negation copies them next to the ref)."""
@@ -589,34 +594,101 @@ class _Compiler:
         self.unsupported(n, k)
 
     def exclusive_branches(self, n: _Node, branches: list) -> list:
-        """oneOf as anyOf: as is when the branches provably exclude each other, else each
-        branch joined with the negations of the others (structgen.grammar.negation)."""
+        """oneOf as anyOf: as is when the branches provably exclude each other; else split
+        by JSON type (object keywords say nothing about strings, so three object branches
+        all match every string), and within a type where branches still overlap, join
+        each branch with the negations of the others (structgen.grammar.negation)."""
         sigs = [self.branch_signature(_Node(b, n.base, f"{n.ptr}/oneOf/{j}")) for j, b in enumerate(branches)]
-        overlap = None
-        for a in range(len(sigs)):
-            for b in range(a + 1, len(sigs)):
-                if overlap is None and not _disjoint(sigs[a], sigs[b]):
-                    overlap = (a, b)
-        if overlap is None:
+        if all(self.signatures_disjoint(sigs[a], sigs[b]) for a in range(len(sigs)) for b in range(a + 1, len(sigs))):
             return branches
 
         def build():
             resolve = self.local_resolver(n.base, n.ptr)
-            negs = [negate(b, resolve) for b in branches]
-            if any(x is None for x in negs):
-                return None
-            return [{"allOf": [b] + [negs[j] for j in range(len(branches)) if j != i]} for i, b in enumerate(branches)]
+            out = []
+            for typ in ("null", "boolean", "object", "array", "string", "number"):
+                kinds = [self.type_kind(_Node(b, n.base, f"{n.ptr}/oneOf/{j}"), typ) for j, b in enumerate(branches)]
+                live = [i for i, k in enumerate(kinds) if k != "none"]
+                alls = [i for i in live if kinds[i] == "all"]
+                if not live or len(alls) >= 2:
+                    continue  # no branch, or every value of the type matches two of them
+                only = [{"type": typ}]
+                if len(live) == 1:
+                    out.append({"allOf": only + [branches[live[0]]]})
+                    continue
+                if not alls:
+                    rs = [self.branch_signature(_Node({"allOf": only + [branches[i]]}, n.base, n.ptr)) for i in live]
+                    if all(self.signatures_disjoint(rs[a], rs[b]) for a in range(len(rs)) for b in range(a + 1, len(rs))):
+                        out += [{"allOf": only + [branches[i]]} for i in live]
+                        continue
+                negs = {i: negate(branches[i], resolve, **self.format_kinds()) for i in live if i not in alls}
+                if any(v is None for v in negs.values()):
+                    return None
+                if alls:  # one branch takes every value of the type: exactly those the others reject
+                    out.append({"allOf": only + list(negs.values())})
+                else:
+                    out += [{"allOf": only + [branches[i]] + [negs[j] for j in live if j != i]} for i in live]
+            return out
 
         out = self.derived(n.schema, "oneOf-exclusive", build)
         if out is None:
-            self.unsupported(n, "oneOf", f"branches {overlap[0]} and {overlap[1]} may both match the same value, "
-                                         "and a branch cannot be negated exactly")
+            self.unsupported(n, "oneOf", "branches may match the same value, and a branch cannot be negated exactly")
+        if not out:
+            return [False]
         return out
+
+    def type_kind(self, node: _Node, typ: str) -> str:
+        """Whether a schema accepts ``all`` values of a JSON type, ``none``, or ``some``."""
+        flat = self.flatten([node], frozenset())
+        if flat is None:
+            return "none"
+        kind = "all"
+        for x in flat:
+            for k, v in x.schema.items():
+                if k in ANNOTATIONS or k == "nullable":
+                    continue
+                if k == "type":
+                    ts = set([v] if isinstance(v, str) else v)
+                    if x.schema.get("nullable") is True:
+                        ts.add("null")
+                    if typ in ts:
+                        continue
+                    if typ == "number" and "integer" in ts:
+                        kind = "some"
+                        continue
+                    return "none"
+                if k == "__presence__":
+                    if typ == "object":
+                        kind = "some"
+                    elif not all(_eval_presence(p, None) for p in v):
+                        return "none"
+                    continue
+                applies = _KEYWORD_TYPE.get(k)
+                if applies is not None and applies != typ:
+                    continue  # e.g. maxLength says nothing about numbers
+                kind = "some"
+        return kind
+
+    def signatures_disjoint(self, a: dict, b: dict, depth: int = 0) -> bool:
+        """Disjoint by the signatures themselves, or by a property both require whose
+        values cannot agree (``type: {$ref: ...}`` discriminators, nested one level)."""
+        if _disjoint(a, b):
+            return True
+        if depth >= 2 or not (a["types"] & b["types"] <= {"object"}):
+            return False
+        for p in sorted(a["required"] & b["required"] & set(a["props"]) & set(b["props"])):
+            pa = self.branch_signature(_Node({"allOf": [x.schema for x in a["props"][p]]}, a["props"][p][0].base,
+                                             a["props"][p][0].ptr))
+            pb = self.branch_signature(_Node({"allOf": [x.schema for x in b["props"][p]]}, b["props"][p][0].base,
+                                             b["props"][p][0].ptr))
+            if self.signatures_disjoint(pa, pb, depth + 1):
+                return True
+        return False
 
     def branch_signature(self, node: _Node) -> dict:
         """What a branch can be: types, literal values, discriminating properties, scalar DFA."""
         flat = self.flatten([node], frozenset())
-        sig: dict = {"types": set(TYPES), "values": None, "discr": {}, "closed": None, "required": set(), "dfa": None}
+        sig: dict = {"types": set(TYPES), "values": None, "discr": {}, "closed": None, "required": set(), "dfa": None,
+                     "props": {}}
         if flat is None:
             sig["types"] = set()
             return sig
@@ -640,6 +712,7 @@ class _Compiler:
             req = set(s.get("required", []) or [])
             sig["required"] |= req
             for p, ps in (s.get("properties") or {}).items():
+                sig["props"].setdefault(p, []).append(_Node(ps, x.base, f"{x.ptr}/properties/{_esc(p)}"))
                 if isinstance(ps, dict) and p in req:
                     if "const" in ps:
                         sig["discr"][p] = [ps["const"]]
@@ -742,6 +815,13 @@ class _Compiler:
             if keys == {"const"}:
                 excluded_values.append(sub["const"])
                 return
+            if keys == {"format"} and isinstance(sub["format"], str):
+                if sub["format"] in FORMAT_REGEXES:
+                    excluded_types.update(set(TYPES) - {"string"})  # non-strings satisfy any format
+                    return  # string() subtracts the format's language
+                if sub["format"] not in UNSUPPORTED_FORMATS:
+                    excluded_types.update(TYPES)  # an unknown format is an annotation: every value has it
+                    return
             if keys == {"pattern"} and isinstance(sub["pattern"], str):
                 excluded_types.update(set(TYPES) - {"string"})  # non-strings satisfy any pattern
                 return  # string() subtracts the pattern's language
@@ -849,9 +929,12 @@ class _Compiler:
         not_patterns = [n.schema["not"]["pattern"] for n in nodes
                         if isinstance(n.schema.get("not"), dict) and isinstance(n.schema["not"].get("pattern"), str)
                         and {k for k in n.schema["not"] if k not in ANNOTATIONS} == {"pattern"}]
+        not_formats = [n.schema["not"]["format"] for n in nodes
+                       if isinstance(n.schema.get("not"), dict) and n.schema["not"].get("format") in FORMAT_REGEXES
+                       and {k for k in n.schema["not"] if k not in ANNOTATIONS} == {"format"}]
         if hi is not None and lo > hi:
             return None
-        if not patterns and not formats and not not_patterns and not [v for v in excluded if isinstance(v, str)] and (
+        if not patterns and not formats and not not_patterns and not not_formats and not [v for v in excluded if isinstance(v, str)] and (
                 lo > MAX_DIRECT_LENGTH or (hi is not None and hi > MAX_DIRECT_LENGTH)):
             return self.chunked_string(lo, hi)
         try:
@@ -866,6 +949,8 @@ class _Compiler:
             if isinstance(e, GrammarError):
                 raise SchemaError(str(e), pointer=nodes[0].ptr) from None
             raise
+        for f in not_formats:
+            d = difference(d, string_dfa(formats=(f,)))
         for p in not_patterns:
             try:
                 d = difference(d, string_dfa((p,)))
@@ -876,7 +961,8 @@ class _Compiler:
             d = difference_literals(d, string_forms(ex))
         if d.is_empty():
             return None
-        return self.term(("string", tuple(patterns), lo, hi, tuple(formats), tuple(ex), tuple(not_patterns)), d, "STR")
+        return self.term(("string", tuple(patterns), lo, hi, tuple(formats), tuple(ex), tuple(not_patterns),
+                          tuple(not_formats)), d, "STR")
 
     def chunked_string(self, lo: int, hi: int | None) -> Expr | None:
         """A long length-bounded string: the lexer counts chunks of CHUNK_CHARS
@@ -1272,6 +1358,16 @@ def _simple_valid(value, schema) -> bool:
 
 
 _NOT_FINITE = object()
+#: The JSON type a keyword constrains (values of other types satisfy it vacuously).
+_KEYWORD_TYPE = {
+    **{k: "object" for k in ("properties", "patternProperties", "additionalProperties", "required", "minProperties",
+                             "maxProperties", "propertyNames", "dependencies", "dependentRequired",
+                             "dependentSchemas", "unevaluatedProperties")},
+    **{k: "array" for k in ("items", "prefixItems", "additionalItems", "minItems", "maxItems", "uniqueItems",
+                            "contains", "minContains", "maxContains", "unevaluatedItems")},
+    **{k: "string" for k in ("minLength", "maxLength", "pattern", "format")},
+    **{k: "number" for k in ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf")},
+}
 
 
 def _number_spellings(v) -> str:

@@ -33,7 +33,7 @@ VALIDATION_KEYS = {
     "additionalItems", "dependencies", "$ref", "$dynamicRef", "$recursiveRef", "nullable",
 }
 #: ``{"not": {K: ...}}`` with exactly one of these keys is compiled directly.
-SIMPLE_NOT_KEYS = {"type", "enum", "const", "pattern", "required"}
+SIMPLE_NOT_KEYS = {"type", "enum", "const", "pattern", "format", "required"}
 MAX_DEPTH = 12
 
 _NUMBER_BOUND_COMPLEMENT = {"minimum": "exclusiveMaximum", "maximum": "exclusiveMinimum",
@@ -73,11 +73,14 @@ def _all_of(parts: list) -> Any:
     return parts[0] if len(parts) == 1 else {"allOf": parts}
 
 
-def negate(schema: Any, resolve: Callable[[str], Any | None], depth: int = 0) -> Any | None:
+def negate(schema: Any, resolve: Callable[[str], Any | None], depth: int = 0,
+           asserted_formats: frozenset = frozenset(), refused_formats: frozenset = frozenset()) -> Any | None:
     """A schema accepting exactly the JSON values ``schema`` rejects, or None.
 
     ``resolve`` maps a ``$ref`` to its target schema (None when it cannot be
-    followed, e.g. into another resource)."""
+    followed, e.g. into another resource).  ``format`` values in
+    ``asserted_formats`` are constraints, those in ``refused_formats`` cannot be
+    negated, and any other format is an annotation."""
     if depth > MAX_DEPTH:
         return None
     if schema is True:
@@ -93,7 +96,7 @@ def negate(schema: Any, resolve: Callable[[str], Any | None], depth: int = 0) ->
     handled: set[str] = set()
 
     def neg(x):
-        return negate(x, resolve, depth + 1)
+        return negate(x, resolve, depth + 1, asserted_formats, refused_formats)
 
     if "$ref" in s:
         target = resolve(s["$ref"]) if isinstance(s["$ref"], str) else None
@@ -127,6 +130,13 @@ def negate(schema: Any, resolve: Callable[[str], Any | None], depth: int = 0) ->
     if "required" in s:
         parts.append({"not": {"required": s["required"]}})
         handled.add("required")
+    if "format" in s:
+        f = s["format"]
+        if f in refused_formats:
+            return None
+        if f in asserted_formats:
+            parts.append({"not": {"format": f}})
+        handled.add("format")
     for k, other in _NUMBER_BOUND_COMPLEMENT.items():
         if k in s:
             v = s[k]
