@@ -264,3 +264,14 @@ def test_excluded_numbers_in_every_spelling(comp):
         assert accepts_text(comp, schema, v), v
     assert not accepts_text(comp, {"if": {"const": 1}, "then": False}, "1")
     assert accepts_text(comp, {"if": {"const": 1}, "then": False}, "2")
+
+
+def test_multiple_of_finite_decimals(comp):
+    for m, good, bad in [(0.25, ["0.75", "2", "-1.5", "3.250"], ["0.1", "2.2", "1.125"]),
+                         (0.3, ["0.9", "3", "-0.6"], ["1", "0.5"]),
+                         (7, ["14", "-21", "0", "7.000"], ["15", "7.5"])]:
+        schema = {"type": "number", "multipleOf": m}
+        for v in good:
+            assert accepts_text(comp, schema, v), (m, v)
+        for v in bad:
+            assert not accepts_text(comp, schema, v), (m, v)

@@ -503,31 +503,47 @@ def difference_literals(a: DFA, strings) -> DFA:
     The product with a trie only ever pairs a trie node with the one state of
     ``a`` its prefix leads to, so the result is the trie (each node carrying
     that state's row, children overriding) on top of ``a``'s own states."""
-    b = literal_set_dfa(strings)
-    if b.is_empty():
+    a_trans = a.trans.tolist()
+    a_cm = a.classmap.tolist()
+    children: list[dict[int, int]] = [{}]
+    a_of = [a.start]
+    removed = [False]
+    for x in set(strings):
+        cur = 0
+        for byte in x:
+            nxt = children[cur].get(byte)
+            if nxt is None:
+                st = a_trans[a_of[cur]][a_cm[byte]]
+                if st < 0:
+                    cur = -1  # a never reads this string: nothing to remove
+                    break
+                nxt = len(a_of)
+                children[cur][byte] = nxt
+                children.append({})
+                a_of.append(st)
+                removed.append(False)
+            cur = nxt
+        if cur >= 0:
+            removed[cur] = True
+    T = len(a_of)
+    if not any(removed):
         return a
-    classmap, ca, cb = _joint_classes(a, b)
-    ta = np.ascontiguousarray(a.trans[:, ca])
-    tb = np.ascontiguousarray(b.trans[:, cb])
-    T = b.n_states
-    src, col = np.nonzero(tb >= 0)
-    dst = tb[src, col]
-    a_of = [-1] * T
-    a_of[0] = a.start
-    ta_list = ta.tolist()
-    for i in np.argsort(dst, kind="stable").tolist():  # trie nodes are numbered parents first
-        p = a_of[int(src[i])]
-        a_of[int(dst[i])] = ta_list[p][int(col[i])] if p >= 0 else -1
+    used = sorted({byte for ch in children for byte in ch})
+    tag = np.full(256, 256, dtype=np.int64)
+    tag[used] = used
+    uniq, classmap = np.unique(a.classmap.astype(np.int64) * 257 + tag, return_inverse=True)
+    ca = uniq // 257
+    ta = a.trans[:, ca]
     a_of_arr = np.array(a_of, dtype=np.int64)
-    alive = a_of_arr >= 0
-    safe = np.maximum(a_of_arr, 0)
-    top = np.where(alive[:, None] & (ta[safe] >= 0), ta[safe] + T, -1)
-    child_ok = (tb >= 0) & alive[np.maximum(tb, 0)]
-    top = np.where(tb >= 0, np.where(child_ok, tb, -1), top)
+    top = np.where(ta[a_of_arr] >= 0, ta[a_of_arr] + T, -1)
+    cls_of_byte = classmap.tolist()  # class of every byte value (trie bytes have classes of their own)
+    for t, ch in enumerate(children):
+        for byte, child in ch.items():
+            top[t, cls_of_byte[byte]] = child
     bottom = np.where(ta >= 0, ta + T, -1)
     trans = np.vstack([top, bottom]).astype(np.int32)
-    acc = np.concatenate([alive & a.accept[safe] & ~b.accept, a.accept])
-    return trim(DFA(trans, acc, classmap, 0))
+    acc = np.concatenate([a.accept[a_of_arr] & ~np.array(removed, dtype=bool), a.accept])
+    return trim(DFA(trans, acc, classmap.astype(np.int32), 0))
 
 
 def intersect(a: DFA, b: DFA) -> DFA:

@@ -3,7 +3,8 @@
 Bounds (``minimum``/``maximum``, exclusive or not, decimals and negatives)
 are compiled digit by digit: a DFA for "unsigned decimal <= B" and one for
 ">= A" are intersected, and the negative half is the mirror image under a
-leading '-'.  ``multipleOf`` for integers is a remainder automaton.  Bounded
+leading '-'.  ``multipleOf`` any finite decimal M/10^e is a remainder
+automaton over x * 10^e mod M (positional spellings, trailing zeros allowed).  Bounded
 numbers are written without exponents (a bound on ``1e400``-style text is not
 worth the states); unbounded ones accept the full JSON grammar.
 """
@@ -180,37 +181,6 @@ def _unsigned_all(allow_fraction: bool) -> DFA:
     return compile_regex(r"(0|[1-9][0-9]*)(\.[0-9]+)?" if allow_fraction else r"(0|[1-9][0-9]*)")
 
 
-def _mod_dfa(k: int, max_frac_digits: int | None) -> DFA:
-    """Decimals whose value is a multiple of k (integer k): remainder automaton.
-
-    The fraction part may only contain zeros (a multiple of an integer is an integer).
-    """
-    if k > MAX_MODULUS:
-        raise UnsupportedFeature(f"multipleOf {k} is too large to enforce (limit {MAX_MODULUS})")
-    B = _Builder()
-    rem = [B.state(accept=(r == 0)) for r in range(k)]
-    start = B.state()
-    neg = B.state()
-    zero = B.state(accept=True)
-    B.edges[start][ord("-")] = neg
-    for s in (start, neg):
-        B.edges[s][ord("0")] = zero
-        for d in range(1, 10):
-            B.edges[s][ord(str(d))] = rem[d % k]
-    for r in range(k):
-        for d in range(10):
-            B.edges[rem[r]][ord(str(d))] = rem[(r * 10 + d) % k]
-    if max_frac_digits is None or max_frac_digits > 0:
-        fz = B.state(accept=True)
-        dot_states = {}
-        for r in [0]:
-            for s in (rem[0], zero):
-                dot = dot_states.setdefault("d", B.state())
-                B.edges[s][ord(".")] = dot
-        B.edges[dot_states["d"]][ord("0")] = fz
-    return B.dfa(start)
-
-
 def number_dfa(*, integer: bool, minimum=None, maximum=None, exclusive_minimum=None, exclusive_maximum=None,
                multiple_of=None, allow_integer_fraction: bool = True) -> DFA:
     """DFA for a JSON number (or integer) satisfying JSON Schema's numeric keywords."""
@@ -273,19 +243,61 @@ def _multiple_dfa(multiple_of, integer: bool) -> DFA:
     m = Fraction(str(multiple_of)) if isinstance(multiple_of, float) else Fraction(multiple_of)
     if m <= 0:
         raise UnsupportedFeature(f"multipleOf must be positive, got {multiple_of}")
-    if m.denominator == 1:
-        return _mod_dfa(int(m), None)
-    # m = 1 / 10^q: at most q significant fraction digits
-    q = 0
     den = m.denominator
-    while den % 10 == 0:
-        den //= 10
-        q += 1
-    if m.numerator == 1 and den == 1:
-        if integer:
-            return compile_regex(JSON_INTEGER + r"(\.0)?")
-        return compile_regex(r"-?(0|[1-9][0-9]*)(\.[0-9]{1,%d})?" % q if q else JSON_INTEGER)
-    raise UnsupportedFeature(f"multipleOf {multiple_of} (only integers and 1/10^k are enforced exactly)")
+    for f in (2, 5):
+        while den % f == 0:
+            den //= f
+    if den != 1:
+        raise UnsupportedFeature(f"multipleOf {multiple_of} (only finite decimals are enforced exactly)")
+    e = 0  # m = M / 10^e
+    while (m * 10 ** e).denominator != 1:
+        e += 1
+    d = _decimal_mod_dfa(int(m * 10 ** e), e)
+    return intersect(d, compile_regex(JSON_INTEGER + r"(\.0)?")) if integer else d
+
+
+def _decimal_mod_dfa(M: int, e: int) -> DFA:
+    """Positional decimals x with x * 10^e a multiple of M (so x a multiple of M / 10^e).
+
+    Reads digits into a remainder of x * 10^f mod M (f fraction digits so far, at
+    most e; later fraction digits must be zeros) and accepts when the missing
+    10^(e - f) makes the remainder zero."""
+    if M > MAX_MODULUS:
+        raise UnsupportedFeature(f"multipleOf with {M} in its numerator is too large to enforce (limit {MAX_MODULUS})")
+    B = _Builder()
+
+    def ok(r: int, f: int) -> bool:
+        return r * pow(10, e - f, M) % M == 0
+
+    ints = [B.state(accept=ok(r, 0)) for r in range(M)]
+    fracs = [[B.state(accept=ok(r, f)) for r in range(M)] for f in range(1, e + 1)]
+    tails = [B.state(accept=ok(r, e)) for r in range(M)]  # past e fraction digits: zeros only
+    start, neg = B.state(), B.state()
+    zero = B.state(accept=True)
+    dots = [B.state() for _ in range(M)]
+    B.edges[start][ord("-")] = neg
+    for s in (start, neg):
+        B.edges[s][ord("0")] = zero
+        for dgt in range(1, 10):
+            B.edges[s][ord(str(dgt))] = ints[dgt % M]
+    B.edges[zero][ord(".")] = dots[0]
+    for r in range(M):
+        for dgt in range(10):
+            B.edges[ints[r]][ord(str(dgt))] = ints[(r * 10 + dgt) % M]
+        B.edges[ints[r]][ord(".")] = dots[r]
+        first = fracs[0] if e >= 1 else tails
+        for dgt in range(10):
+            if e >= 1:
+                B.edges[dots[r]][ord(str(dgt))] = first[(r * 10 + dgt) % M]
+            elif dgt == 0:
+                B.edges[dots[r]][ord("0")] = tails[r]
+        for f in range(e - 1):  # fracs[f] has read f + 1 fraction digits
+            for dgt in range(10):
+                B.edges[fracs[f][r]][ord(str(dgt))] = fracs[f + 1][(r * 10 + dgt) % M]
+        if e >= 1:
+            B.edges[fracs[e - 1][r]][ord("0")] = tails[r]
+        B.edges[tails[r]][ord("0")] = tails[r]
+    return B.dfa(start)
 
 
 __all__ = ["number_dfa", "JSON_NUMBER", "JSON_INTEGER"]
