@@ -239,8 +239,8 @@ class CompiledGrammar:
                 ok = st >= 0
                 sub = np.zeros(self.n_words, dtype=np.uint32)
                 n = 0
-                ev_n = np.empty(t.n_nodes + 1, dtype=np.int32)
-                ev_s = np.empty(t.n_nodes + 1, dtype=np.int32)
+                # the shared event buffers are free again: every walk's events are copied out at once
+                ev_n, ev_s = self._ev_nodes, self._ev_states
                 if ok.any():
                     n = t.walk(lx2.trans, lx2.classmap, lx2.boundary, np.ascontiguousarray(sel[ok]),
                                np.ascontiguousarray(st[ok]).astype(np.int32), sub, ev_n, ev_s,

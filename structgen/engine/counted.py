@@ -125,6 +125,42 @@ def counted_strings(trie) -> CountedStrings:
     return cs
 
 
+@numba.njit(cache=True, nogil=True)
+def _lockstep_counts(dtrans, dcm, btrans, bcm, reps, start, b_start, b_state, closed_state, quote):
+    n = dtrans.shape[0]
+    pair_a = np.full(n, -1, dtype=np.int64)
+    pair_c = np.full(n, -1, dtype=np.int64)
+    pair_a[start] = b_start
+    pair_c[start] = 0
+    stack = np.empty(n, dtype=np.int64)
+    top = 1
+    stack[0] = start
+    while top > 0:
+        top -= 1
+        s = stack[top]
+        a = pair_a[s]
+        c = pair_c[s]
+        for k in range(len(reps)):
+            b = reps[k]
+            t = dtrans[s, dcm[b]]
+            if t < 0:
+                continue
+            u = btrans[a, bcm[b]]
+            if u < 0:
+                return pair_a, pair_c, False
+            nc = c + 1 if (a == b_state and b != quote) else c
+            if u == closed_state:
+                nc = -1  # after the closing quote the count no longer matters (one shared state)
+            if pair_a[t] < 0:
+                pair_a[t] = u
+                pair_c[t] = nc
+                stack[top] = t
+                top += 1
+            elif pair_a[t] != u or pair_c[t] != nc:
+                return pair_a, pair_c, False
+    return pair_a, pair_c, True
+
+
 def boundary_counts(dfa: DFA, base: DFA, b_state: int, closed_state: int) -> np.ndarray | None:
     """Characters read so far at each state of a length-bounded string DFA that sits at a
     character boundary (-1 elsewhere), by running it in lockstep with the unbounded
@@ -133,37 +169,14 @@ def boundary_counts(dfa: DFA, base: DFA, b_state: int, closed_state: int) -> np.
     cached = getattr(dfa, "_boundary_counts", False)
     if cached is not False:
         return cached
-    pair_a = np.full(dfa.n_states, -1, dtype=np.int64)
-    pair_c = np.full(dfa.n_states, -1, dtype=np.int64)
-    pair_a[dfa.start], pair_c[dfa.start] = base.start, 0
-    stack = [dfa.start]
-    dtrans, dcm = dfa.trans.tolist(), dfa.classmap.tolist()
-    btrans, bcm = base.trans.tolist(), base.classmap.tolist()
     # one representative byte per joint class is enough: both tables are class-constant
-    reps = sorted({(dcm[b], bcm[b]): b for b in range(256)}.values())
-    result: np.ndarray | None = None
-    ok = True
-    while stack and ok:
-        s = stack.pop()
-        a, c = int(pair_a[s]), int(pair_c[s])
-        for b in reps:
-            t = dtrans[s][dcm[b]]
-            if t < 0:
-                continue
-            u = btrans[a][bcm[b]]
-            if u < 0:
-                ok = False
-                break
-            nc = c + 1 if (a == b_state and b != ord('"')) else c
-            if u == closed_state:
-                nc = -1  # after the closing quote the count no longer matters (one shared state)
-            if pair_a[t] < 0:
-                pair_a[t], pair_c[t] = u, nc
-                stack.append(t)
-            elif pair_a[t] != u or pair_c[t] != nc:
-                ok = False
-                break
-    if ok:
-        result = np.where(pair_a == b_state, pair_c, -1)
+    dcm, bcm = dfa.classmap.tolist(), base.classmap.tolist()
+    reps = np.array(sorted({(dcm[b], bcm[b]): b for b in range(256)}.values()), dtype=np.int64)
+    pair_a, pair_c, ok = _lockstep_counts(np.ascontiguousarray(dfa.trans, dtype=np.int32),
+                                          dfa.classmap.astype(np.int64),
+                                          np.ascontiguousarray(base.trans, dtype=np.int32),
+                                          base.classmap.astype(np.int64), reps, dfa.start, base.start,
+                                          b_state, closed_state, ord('"'))
+    result = np.where(pair_a == b_state, pair_c, -1) if ok else None
     dfa._boundary_counts = result
     return result

@@ -67,13 +67,16 @@ class Matcher:
         """Write row ``index`` of an int32 bitmask (torch tensor or numpy array)
         of shape [batch, ceil(V/32)]; extra words beyond the vocabulary are zeroed."""
         words = self.next_token_mask().view(np.int32)
+        if not isinstance(bitmask, np.ndarray) and bitmask.device.type == "cpu" and not bitmask.requires_grad:
+            bitmask = bitmask.numpy()  # shares memory: one numpy copy instead of torch slicing
         row = bitmask[index]
         width = row.shape[0]
         n = min(width, len(words))
         if isinstance(row, np.ndarray):
             row[:n] = words[:n]
-            row[n:] = 0
-        else:  # torch tensor
+            if width > n:
+                row[n:] = 0
+        else:  # torch tensor on an accelerator
             import torch
 
             row[:n].copy_(torch.from_numpy(words[:n]))
