@@ -100,6 +100,10 @@ CASES = [
      [{"k": "a"}, {"k": "b"}, {"k": "a", "x": 1}], ["s", 1, {"k": "c"}, {}, {"k": "b", "x": 1}]),
     ({"oneOf": [{"maxLength": 0}, {"format": "unknown-format", "minLength": 1}]}, ["", "ab"], [1, None, {}]),
     ({"not": {"format": "date"}}, ["x", "2024-13-01"], ["2024-01-01", 1]),
+    # uniqueItems over a finite item set: one automaton state per subset of used values
+    ({"type": "array", "items": {"enum": ["a", "b", 1]}, "uniqueItems": True, "minItems": 1},
+     [["a"], ["b", "a"], [1, "a", "b"]], [[], ["a", "a"], [1, 1.0], ["c"]]),
+    ({"type": "array", "items": {"type": "boolean"}, "uniqueItems": True}, [[], [True, False]], [[True, True]]),
 ]
 
 
@@ -163,6 +167,7 @@ def test_schema_errors_name_the_pointer(comp, schema, pointer):
 
 @pytest.mark.parametrize("schema,keyword", [
     ({"type": "array", "uniqueItems": True}, "uniqueItems"),
+    ({"type": "array", "items": {"type": "string"}, "uniqueItems": True}, "uniqueItems"),
     ({"properties": {"a": {"type": "array", "contains": {"type": "integer"}}}}, "contains"),
     ({"if": {"items": {"type": "string"}}, "then": {"maxItems": 1}}, "if"),  # negating items: unsupported
     ({"oneOf": [{"type": "array", "items": {"type": "integer"}}, {"type": "array", "maxItems": 2}]}, "oneOf"),

@@ -522,6 +522,16 @@ class _Compiler:
         other keyword (``not``, ``if``/``then``/``else``, ``uniqueItems``, ``contains``,
         overlapping ``oneOf``...) is then enforced exactly by validating each candidate
         with jsonschema, so nothing is refused.  Returns ``_NOT_FINITE`` otherwise."""
+        keep = self.finite_candidates(nodes)
+        if keep is _NOT_FINITE:
+            return _NOT_FINITE
+        if not keep:
+            return None
+        return alt(*[self.const_expr(v) for v in keep])
+
+    def finite_candidates(self, nodes: list[_Node]):
+        """The values an enum/const conjunction admits (validated against every keyword),
+        or ``_NOT_FINITE`` when no enum or const bounds it."""
         candidates = None
         for n in nodes:
             s = n.schema
@@ -544,9 +554,7 @@ class _Compiler:
         keep = [v for v in candidates
                 if self.valid_under(v, nodes)
                 and all(_eval_presence(p, set(v) if isinstance(v, dict) else None) for p in presence)]
-        if not keep:
-            return None
-        return alt(*[self.const_expr(v) for v in _dedupe(keep)])
+        return _dedupe(keep)
 
     def extract_presence(self, n: _Node) -> _Node:
         """Turn keywords that only test which keys are present (``required`` inside
@@ -583,8 +591,8 @@ class _Compiler:
     def check_unsupported(self, n: _Node, k: str) -> None:
         s = n.schema
         v = s[k]
-        if k == "uniqueItems" and (v is False or s.get("maxItems", 2) <= 1):
-            return
+        if k == "uniqueItems":
+            return  # enforced (or refused) by the array compiler, which knows the item set
         if k == "if" and "then" not in s and "else" not in s:
             return
         if k in ("minContains",) and "contains" not in s:
@@ -632,6 +640,7 @@ class _Compiler:
         out = self.derived(n.schema, "oneOf-exclusive", build)
         if out is None:
             self.unsupported(n, "oneOf", "branches may match the same value, and a branch cannot be negated exactly")
+            return branches  # lenient: anyOf over-approximates, the final validation decides
         if not out:
             return [False]
         return out
@@ -1048,6 +1057,11 @@ class _Compiler:
                     out.append(r)
             return out
 
+        unique = [n for n in nodes if n.schema.get("uniqueItems") is True]
+        if unique and (hi is None or hi > 1):
+            e = self.unique_array(unique[0], item_nodes, P, lo, hi)
+            if e is not _NOT_FINITE:
+                return e
         J = hi if hi is not None else max(lo, P, 1)
         if J > MAX_GRAPH_STATES:
             raise UnsupportedFeature(f"maxItems/minItems of {J} is too large to enforce exactly",
@@ -1072,6 +1086,42 @@ class _Compiler:
             return None
         body = Graph(J + 1, tuple(edges), 0, finals)
         return self.rule("arr", seq(self.LBRACK, body, self.RBRACK))
+
+    def unique_array(self, n: _Node, item_nodes, P: int, lo: int, hi: int | None) -> Expr | None:
+        """uniqueItems over a finite item set (enum, const, boolean, null): the array
+        automaton tracks which values are used, one state per subset."""
+        values = None
+        if P == 0:
+            nodes = item_nodes(0)
+            flat = self.flatten(nodes, frozenset()) if nodes else []
+            if flat is None:
+                values = []
+            else:
+                values = self.finite_candidates(flat)
+                if values is _NOT_FINITE:
+                    types = set(TYPES)
+                    for x in flat:
+                        t = x.schema.get("type")
+                        if t is not None:
+                            types &= set([t] if isinstance(t, str) else t)
+                    rest = [k for x in flat for k in x.schema if k not in ANNOTATIONS and k != "type"]
+                    values = ([v for v in (None, True, False) if _json_type(v) in types]
+                              if types <= {"null", "boolean"} and not rest else None)
+        if values is None or len(values) > MAX_UNIQUE_VALUES:
+            self.unsupported(n, "uniqueItems", f"only arrays of at most {MAX_UNIQUE_VALUES} distinct enum, "
+                                               "const, boolean or null items are enforced exactly")
+            return _NOT_FINITE  # lenient: the plain array over-approximates
+        k = len(values)
+        exprs = [self.const_expr(v) for v in values]
+        edges = []
+        for used in range(1 << k):
+            for i in range(k):
+                if not used >> i & 1:
+                    edges.append((used, exprs[i] if used == 0 else seq(self.COMMA, exprs[i]), used | 1 << i))
+        finals = tuple(u for u in range(1 << k) if lo <= bin(u).count("1") <= (hi if hi is not None else k))
+        if not finals:
+            return None
+        return self.rule("arr", seq(self.LBRACK, Graph(1 << k, tuple(edges), 0, finals), self.RBRACK))
 
     def rule(self, hint: str, expr: Expr) -> Sym:
         name = f"{hint}{len(self.ir.rules)}"
@@ -1358,6 +1408,8 @@ def _simple_valid(value, schema) -> bool:
 
 
 _NOT_FINITE = object()
+#: uniqueItems is compiled for item sets up to this size (one automaton state per subset).
+MAX_UNIQUE_VALUES = 8
 #: The JSON type a keyword constrains (values of other types satisfy it vacuously).
 _KEYWORD_TYPE = {
     **{k: "object" for k in ("properties", "patternProperties", "additionalProperties", "required", "minProperties",
