@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from .engine.compiled import CompiledGrammar
+from .errors import GrammarError, SchemaError
 from .engine.lexer_kernels import warm_up_lexer_kernels
 from .engine.trie import TokenTrie, warm_up_kernels
 from .grammar.fsa import difference_literals
@@ -56,8 +57,6 @@ def run_deep(fn):
     if "error" in box:
         err = box["error"]
         if isinstance(err, RecursionError):
-            from .errors import SchemaError
-
             raise SchemaError("schema nested too deeply to compile") from err
         raise err
     return box["value"]
@@ -129,7 +128,13 @@ class GrammarCompiler:
 
         def build():
             ir, validator = schema_to_ir(schema, opts)
-            return self.compile_ir(ir, kind="json", validator=validator)
+            try:
+                return self.compile_ir(ir, kind="json", validator=validator)
+            except GrammarError as e:
+                if "derives no string" in str(e):  # e.g. required keys that every oneOf branch also requires
+                    raise SchemaError("no JSON value satisfies this schema (its constraints contradict each other)",
+                                      pointer="#") from None
+                raise
 
         return self._cached(key, lambda: run_deep(build))
 

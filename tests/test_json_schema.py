@@ -280,3 +280,11 @@ def test_multiple_of_finite_decimals(comp):
             assert accepts_text(comp, schema, v), (m, v)
         for v in bad:
             assert not accepts_text(comp, schema, v), (m, v)
+
+
+def test_contradictory_schema_is_a_schema_error(comp):
+    schema = {"type": "object", "required": ["a", "b"],
+              "oneOf": [{"required": ["a"]}, {"required": ["b"]}]}  # every object matches both branches
+    with pytest.raises(SchemaError) as e:
+        comp.compile_json_schema(schema)
+    assert e.value.pointer == "#"
