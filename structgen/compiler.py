@@ -118,12 +118,20 @@ class GrammarCompiler:
                             lambda: self.compile_ir(lark_to_ir(text, start=start, source=source), kind="lark"))
 
     def compile_json_schema(self, schema: Any, *, whitespace: str = "flexible", strict: bool = False,
-                            lenient: bool = False, max_whitespace: int | None = None) -> CompiledGrammar:
-        """A JSON Schema (dict, JSON text, or Pydantic model class); see ``structgen.grammar.json_schema``."""
+                            lenient: bool = False, max_whitespace: int | None = None,
+                            property_order: str = "schema") -> CompiledGrammar:
+        """A JSON Schema (dict, JSON text, or Pydantic model class); see ``structgen.grammar.json_schema``.
+
+        ``property_order="schema"`` (default) emits defined properties in definition order, then
+        additional ones: deterministic and short for generation.  ``"any"`` accepts members in
+        any order -- for checking or completing JSON written elsewhere (MaskBench instances)."""
         from .grammar.json_schema import SchemaOptions, schema_to_ir, normalize_schema_input
 
+        if property_order not in ("schema", "any"):
+            raise ValueError(f"property_order must be 'schema' or 'any', not {property_order!r}")
         schema = normalize_schema_input(schema)
-        opts = SchemaOptions(whitespace=whitespace, strict=strict, lenient=lenient, max_whitespace=max_whitespace)
+        opts = SchemaOptions(whitespace=whitespace, strict=strict, lenient=lenient, max_whitespace=max_whitespace,
+                             property_order=property_order)
         key = ("json", json.dumps(schema, sort_keys=True), opts)
 
         def build():

@@ -237,7 +237,7 @@ def test_maskbench_slice(deepseek_info, deepseek_tokenizer):
             break
         done += 1
         try:
-            g = comp.compile_json_schema(r["schema"])
+            g = comp.compile_json_schema(r["schema"], property_order="any")  # instances: keys in any order
         except StructgenError:
             counts["compile_error"] += 1
             continue
@@ -258,7 +258,7 @@ def test_maskbench_slice(deepseek_info, deepseek_tokenizer):
     print(counts, f"{done} schemas")
     assert done >= 100
     assert not invalidations, invalidations
-    assert counts["pass"] / done >= 0.85, counts
+    assert counts["pass"] / done >= 0.90, counts
 
 
 def test_excluded_numbers_in_every_spelling(comp):
@@ -288,3 +288,19 @@ def test_contradictory_schema_is_a_schema_error(comp):
     with pytest.raises(SchemaError) as e:
         comp.compile_json_schema(schema)
     assert e.value.pointer == "#"
+
+
+def test_any_property_order(comp):
+    schema = {"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "string"},
+                                              "c": {"type": "boolean"}}, "required": ["a", "c"]}
+    kw = {"property_order": "any"}
+    for text in ['{"c": true, "a": 1}', '{"b": "x", "c": false, "a": 2}', '{"a": 1, "c": true, "z": null}']:
+        assert accepts_text(comp, schema, text, **kw), text
+    for text in ['{"c": true}', '{"a": 1, "c": true, "a": 2}', '{"b": 1, "a": 1, "c": true}']:
+        assert not accepts_text(comp, schema, text, **kw), text
+    assert not accepts_text(comp, schema, '{"c": true, "a": 1}')  # schema order by default
+    many = {"type": "object", "properties": {f"p{i}": {"type": "integer"} for i in range(12)},
+            "required": ["p11"], "additionalProperties": False}
+    assert accepts_text(comp, many, '{"p11": 1, "p3": 2, "p0": 3}', **kw)
+    assert not accepts_text(comp, many, '{"p3": 2}', **kw)
+    assert not accepts_text(comp, many, '{"p11": 1, "x": 2}', **kw)

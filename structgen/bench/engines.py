@@ -172,7 +172,8 @@ class StructgenEngine(MaskEngine):
     def compile(self, schema: Any) -> None:
         from structgen.engine.matcher import Matcher
 
-        grammar = self.compiler.compile_json_schema(schema, whitespace="flexible")
+        # MaskBench instances list keys in any order (json.dumps of real data): accept them all
+        grammar = self.compiler.compile_json_schema(schema, whitespace="flexible", property_order="any")
         self.m = Matcher(grammar)
 
     def reset(self) -> None:

@@ -39,6 +39,10 @@ from .numbers import number_dfa
 
 TYPES = ("null", "boolean", "integer", "number", "string", "array", "object")
 MAX_GRAPH_STATES = 100_000
+#: property_order="any": track every key of objects with at most this many properties
+ANY_ORDER_TRACK_ALL = 8
+#: ... and at most this many keys in all (2**n automaton states)
+ANY_ORDER_MAX_TRACKED = 10
 MAX_PATTERN_PROPERTIES = 4
 MAX_COMBINATOR_DEPTH = 64
 DEFAULT_MAX_WHITESPACE = 16
@@ -63,6 +67,7 @@ class SchemaOptions:
     strict: bool = False
     lenient: bool = False
     max_whitespace: int | None = None
+    property_order: str = "schema"  # or "any": members in any order (for checking JSON written elsewhere)
 
 
 def normalize_schema_input(schema: Any) -> Any:
@@ -1203,6 +1208,10 @@ class _Compiler:
                 key_sym = self.term(("key", k), literal_strings([k]), "KEY")
                 members.append((k, seq(key_sym, self.COLON, e)))
         add_member = self.additional_members(nodes, order, names_nodes)
+        if self.opts.property_order == "any":
+            e = self.any_order_members(members, add_member, required, tracked, presence, minp, maxp)
+            if e is not _NOT_FINITE:
+                return None if e is None else self.rule("obj", seq(self.LBRACE, e, self.RBRACE))
         n_def = len(members)
         C = maxp if maxp is not None else max(minp, 1)
         if (n_def + 1) * (C + 1) > MAX_GRAPH_STATES:
@@ -1243,6 +1252,46 @@ class _Compiler:
             return None
         body = Graph((n_def + 1) * (C + 1) * PB, tuple(edges), sid(0, 0), finals)
         return self.rule("obj", seq(self.LBRACE, body, self.RBRACE))
+
+    def any_order_members(self, members: list, add_member, required: set, tracked: list, presence: list,
+                          minp: int, maxp: int | None):
+        """Members in any order: the automaton tracks which keys were seen (all of them when
+        there are few, else the required and presence-tested ones, letting other optional keys
+        repeat -- a repeated key's every value still satisfies its schema, and a JSON parser
+        keeps one).  ``_NOT_FINITE`` when that cannot be exact (the caller keeps schema order)."""
+        keys = [k for k, _ in members]
+        watched = keys if len(keys) <= ANY_ORDER_TRACK_ALL else sorted(set(tracked) | (required & set(keys)))
+        if len(watched) > ANY_ORDER_MAX_TRACKED or (minp and len(watched) < len(keys)):
+            return _NOT_FINITE
+        if any(k not in keys for k in required):
+            return None  # a required key with no allowed value
+        bit = {k: 1 << j for j, k in enumerate(watched)}
+        S = 1 << len(watched)
+        C = maxp if maxp is not None else max(minp, 1)
+        if S * (C + 1) > MAX_GRAPH_STATES:
+            return _NOT_FINITE
+
+        def sid(seen: int, c: int) -> int:
+            return seen * (C + 1) + c
+
+        moves = [(bit.get(k, 0), e) for k, e in members] + ([(0, add_member)] if add_member is not None else [])
+        edges = []
+        for seen in range(S):
+            for c in range(C + 1):
+                if maxp is not None and c >= maxp:
+                    continue
+                nc = min(c + 1, C)
+                for b, e in moves:
+                    if b and seen & b:
+                        continue
+                    edges.append((sid(seen, c), e if c == 0 else seq(self.COMMA, e), sid(seen | b, nc)))
+        req_bits = sum(bit[k] for k in required if k in bit)
+        finals = tuple(sid(seen, c) for seen in range(S) for c in range(C + 1)
+                       if c >= minp and seen & req_bits == req_bits
+                       and all(_eval_presence(pr, {k for k in watched if seen & bit[k]}) for pr in presence))
+        if not finals:
+            return None
+        return Graph(S * (C + 1), tuple(edges), sid(0, 0), finals)
 
     def additional_node(self, n: _Node) -> _Node:
         s = n.schema
