@@ -40,9 +40,9 @@ from .numbers import number_dfa
 TYPES = ("null", "boolean", "integer", "number", "string", "array", "object")
 MAX_GRAPH_STATES = 100_000
 #: property_order="any": track every key of objects with at most this many properties
-ANY_ORDER_TRACK_ALL = 8
+ANY_ORDER_TRACK_ALL = 4
 #: ... and at most this many keys in all (2**n automaton states)
-ANY_ORDER_MAX_TRACKED = 10
+ANY_ORDER_MAX_TRACKED = 6
 MAX_PATTERN_PROPERTIES = 4
 MAX_COMBINATOR_DEPTH = 64
 DEFAULT_MAX_WHITESPACE = 16
