@@ -32,6 +32,7 @@ test-all: $(STAMP)
 
 bench-quick: $(STAMP)
 	$(BIN)/structgen bench mask --quick --engines structgen,llguidance,xgrammar
+	$(BIN)/structgen bench jsonschemabench --quick
 
 clean:
 	rm -rf $(VENV) .pytest_cache bench-out

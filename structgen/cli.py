@@ -3,12 +3,12 @@
 ::
 
     structgen bench mask [--quick] [--engines structgen,llguidance,...] [--tokenizer deepseek] ...
+    structgen bench jsonschemabench [--quick] [--engines ...] [--model PATH] [--per-dataset N] ...
 
 Layout: one ``_add_<command>`` function per subcommand registers its parser
 and sets ``func`` (called with the parsed args, returns an exit code).  Room
-is left for ``structgen bench jsonschemabench``, ``structgen bench test-suite``
-and a top-level ``structgen generate``: add an ``_add_...`` function and call
-it from :func:`build_parser`.  Heavy imports happen inside the ``_run_...``
+is left for more: add an ``_add_...`` function and call it from
+:func:`build_parser`.  Heavy imports happen inside the ``_run_...``
 functions, so ``structgen --help`` stays fast.
 
 During development run it as ``python -m structgen.cli ...``; installed, the
@@ -105,18 +105,138 @@ def _run_bench_mask(args: argparse.Namespace) -> int:
     return 0 if res.summaries else 1
 
 
+# --------------------------------------------------------------------------- bench jsonschemabench
+
+JSB_QUICK = {"per_dataset": 1, "max_tokens": 48, "max_prompt_tokens": 512, "compile_timeout": 10.0,
+             "gen_timeout": 120.0, "engines": "structgen,unconstrained"}
+JSB_DEFAULT = {"per_dataset": 5, "max_tokens": 512, "max_prompt_tokens": 2048, "compile_timeout": 60.0,
+               "gen_timeout": 300.0}
+
+
+def _add_bench_jsonschemabench(bench_sub: argparse._SubParsersAction) -> None:
+    from .bench.jsonschemabench import DEFAULT_ENGINES
+
+    p = bench_sub.add_parser(
+        "jsonschemabench",
+        help="JSONSchemaBench end to end: a real model generates under each engine's constraint",
+        description=(
+            "For a sample of schemas from each dataset of ../shared/data/jsonschemabench-dev.jsonl.gz, prompt the "
+            "model with the schema (chat template + the prompt generate_json builds) and generate greedily under "
+            "each engine, all through structgen's decoding loop (llama.cpp: its own loop on the same GGUF). "
+            "Reports declared coverage (compiles), empirical coverage (output validates), compliance, "
+            "unterminated-at-the-cap counts, compile time, TTFT, TPOT and the overhead against unconstrained "
+            "generation of the same model, overall and per dataset. A watchdog worker process applies time "
+            "limits; results go to per-engine JSONL files (resumable), summary.md / summary.json / "
+            "jsonschemabench.png next to them."
+        ),
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    p.add_argument("--data", default=None,
+                   help="JSONSchemaBench JSONL(.gz) (default: ../shared/data/jsonschemabench-dev.jsonl.gz)")
+    p.add_argument("--model", default=None,
+                   help="transformers model folder / hub id / .gguf file (default: the embedded SmolLM2-135M-Instruct)")
+    p.add_argument("--engines", default=None,
+                   help="comma-separated: " + ", ".join(DEFAULT_ENGINES) + ", structgen-noguard "
+                        f"(default: all of {','.join(DEFAULT_ENGINES)} that are installed; "
+                        f"with --quick: {JSB_QUICK['engines']})")
+    p.add_argument("--per-dataset", type=int, default=None,
+                   help=f"schemas sampled per dataset (default {JSB_DEFAULT['per_dataset']}, "
+                        f"{JSB_QUICK['per_dataset']} with --quick; 0: all)")
+    p.add_argument("--datasets", default=None, help="comma-separated dataset names (default: all ten)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the sample")
+    p.add_argument("--max-tokens", type=int, default=None,
+                   help=f"output token cap (default {JSB_DEFAULT['max_tokens']}, {JSB_QUICK['max_tokens']} with --quick)")
+    p.add_argument("--max-prompt-tokens", type=int, default=None,
+                   help="cut the schema text in the prompt so the prompt fits (default "
+                        f"{JSB_DEFAULT['max_prompt_tokens']}, {JSB_QUICK['max_prompt_tokens']} with --quick; 0: no cap)")
+    p.add_argument("--compile-timeout", type=float, default=None,
+                   help=f"seconds per compile (default {JSB_DEFAULT['compile_timeout']:g}, "
+                        f"{JSB_QUICK['compile_timeout']:g} with --quick)")
+    p.add_argument("--gen-timeout", type=float, default=None,
+                   help=f"seconds per generation + scoring (default {JSB_DEFAULT['gen_timeout']:g}, "
+                        f"{JSB_QUICK['gen_timeout']:g} with --quick)")
+    p.add_argument("--quick", action="store_true",
+                   help="one schema per dataset, short outputs and prompts, structgen + unconstrained "
+                        "(unless --engines): a couple of minutes")
+    p.add_argument("--output", default=None,
+                   help="output folder (default: bench-out/jsonschemabench/<model>[-quick]/)")
+    p.add_argument("--fresh", action="store_true",
+                   help="discard earlier results of the selected engines in the output folder instead of resuming")
+    p.add_argument("--mem-limit-gb", type=float, default=16.0,
+                   help="address-space limit of the worker (0: none); exceeding it is recorded as a crash")
+    p.add_argument("--warm-regex-cache", action="store_true",
+                   help="let structgen reuse regex DFAs saved on disk by earlier runs (default: a cold cache, "
+                        "so compile times are those of a schema seen for the first time)")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument("--no-plot", action="store_true", help="do not write the PNG")
+    p.set_defaults(func=_run_bench_jsonschemabench)
+
+
+def _run_bench_jsonschemabench(args: argparse.Namespace) -> int:
+    import os
+
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    from .bench.jsonschemabench import DEFAULT_ENGINES, JSBConfig, run_jsonschemabench
+
+    d = JSB_QUICK if args.quick else JSB_DEFAULT
+
+    def pick(value, key):
+        return value if value is not None else d[key]
+
+    engines_arg = args.engines if args.engines is not None else (JSB_QUICK["engines"] if args.quick
+                                                                 else ",".join(DEFAULT_ENGINES))
+    engines = [e.strip() for e in engines_arg.split(",") if e.strip()]
+    if not engines:
+        print("structgen bench jsonschemabench: no engines given", file=sys.stderr)
+        return 2
+    per = pick(args.per_dataset, "per_dataset")
+    mpt = pick(args.max_prompt_tokens, "max_prompt_tokens")
+    output = args.output
+    if output is None:
+        from .models import DEFAULT_MODEL_NAME
+
+        label = Path(args.model).name if args.model else DEFAULT_MODEL_NAME
+        output = str(Path("bench-out") / "jsonschemabench" / (label + ("-quick" if args.quick else "")))
+    cfg = JSBConfig(
+        data=args.data,
+        model=args.model,
+        engines=engines,
+        per_dataset=per or None,
+        datasets=[x.strip() for x in args.datasets.split(",") if x.strip()] if args.datasets else None,
+        seed=args.seed,
+        max_tokens=pick(args.max_tokens, "max_tokens"),
+        max_prompt_tokens=mpt or None,
+        compile_timeout=pick(args.compile_timeout, "compile_timeout"),
+        gen_timeout=pick(args.gen_timeout, "gen_timeout"),
+        output=output,
+        resume=not args.fresh,
+        progress=not args.no_progress,
+        plot=not args.no_plot,
+        fresh_regex_cache=not args.warm_regex_cache,
+        mem_limit_gb=args.mem_limit_gb or None,
+        command="structgen " + " ".join(shlex.quote(a) for a in args._argv),
+    )
+    try:
+        res = run_jsonschemabench(cfg)
+    except (FileNotFoundError, ValueError) as e:
+        print(f"structgen bench jsonschemabench: {e}", file=sys.stderr)
+        return 2
+    return 0 if res.summaries else 1
+
+
 # --------------------------------------------------------------------------- bench (group)
 
 
 def _add_bench(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("bench", help="benchmarks (mask speed/correctness; more to come)",
-                       description="Benchmarks. Subcommands: mask (MaskBench).")
+    p = sub.add_parser("bench", help="benchmarks (mask speed/correctness, end-to-end generation, ...)",
+                       description="Benchmarks. Subcommands: mask (MaskBench), jsonschemabench (end to end "
+                                   "with a real model), test-suite, grammar, decode.")
     bench_sub = p.add_subparsers(dest="bench_command", metavar="BENCHMARK")
     bench_sub.required = True
     _add_bench_mask(bench_sub)
     _add_bench_test_suite(bench_sub)
     _add_bench_grammar(bench_sub)
-    # Planned: _add_bench_jsonschemabench(bench_sub)  -> structgen bench jsonschemabench
+    _add_bench_jsonschemabench(bench_sub)
 
 
 def _add_bench_grammar(bench_sub) -> None:

@@ -1,4 +1,5 @@
-"""Summaries, tables, ratios and plots for MaskBench results.
+"""Summaries, tables, ratios and plots for MaskBench results (and the table
+helpers the JSONSchemaBench report shares: :func:`format_text_table`, ``_md_table``).
 
 Pure functions over the per-schema records written by
 :mod:`structgen.bench.maskbench`; usable on a finished output folder too::
@@ -19,6 +20,7 @@ import numpy as np
 __all__ = [
     "STATUS_COLUMNS",
     "summarize_engine",
+    "format_text_table",
     "format_table",
     "ratio_rows",
     "format_ratios",
@@ -123,17 +125,22 @@ def _row(s: dict) -> list[str]:
     )
 
 
-def format_table(summaries: Sequence[dict]) -> str:
-    """Plain-text table, one row per engine."""
-    rows = [_HEAD] + [_row(s) for s in summaries]
-    widths = [max(len(r[i]) for r in rows) for i in range(len(_HEAD))]
+def format_text_table(head: Sequence[str], rows: Sequence[Sequence[str]], *, left: int = 1) -> str:
+    """Plain-text table: a header, a rule, the rows; the first ``left`` columns
+    left-aligned, the others right-aligned."""
+    all_rows = [list(head)] + [list(r) for r in rows]
+    widths = [max(len(r[i]) for r in all_rows) for i in range(len(head))]
     lines = []
-    for j, r in enumerate(rows):
-        cells = [c.ljust(widths[i]) if i == 0 else c.rjust(widths[i]) for i, c in enumerate(r)]
-        lines.append("  ".join(cells))
+    for j, r in enumerate(all_rows):
+        lines.append("  ".join(c.ljust(widths[i]) if i < left else c.rjust(widths[i]) for i, c in enumerate(r)))
         if j == 0:
             lines.append("  ".join("-" * w for w in widths))
     return "\n".join(lines)
+
+
+def format_table(summaries: Sequence[dict]) -> str:
+    """Plain-text table, one row per engine."""
+    return format_text_table(_HEAD, [_row(s) for s in summaries])
 
 
 _RATIO_METRICS = (
@@ -187,14 +194,7 @@ def format_ratios(rows: Sequence[dict]) -> str:
         body.append([f"{r['subject']} / {r['peer']}"]
                     + [_fx(r[m]) for m, _, _ in _RATIO_METRICS]
                     + [f"{r['pass % diff']:+.1f}"])
-    rows_ = [head] + body
-    widths = [max(len(x[i]) for x in rows_) for i in range(len(head))]
-    lines = []
-    for j, r in enumerate(rows_):
-        lines.append("  ".join(c.ljust(widths[i]) if i == 0 else c.rjust(widths[i]) for i, c in enumerate(r)))
-        if j == 0:
-            lines.append("  ".join("-" * w for w in widths))
-    return "\n".join(lines)
+    return format_text_table(head, body)
 
 
 def _md_table(head: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
