@@ -46,10 +46,17 @@ class GenerationError(StructgenError):
     """Generation stopped before the constraint was satisfied (e.g. max_tokens).
 
     ``partial`` holds the text produced so far; it is never returned as valid.
+    ``reason`` says why, for programs: ``"max_tokens"`` (the budget ran out),
+    ``"no_token"`` (the mask, or the budget guard, left nothing to sample),
+    ``"rejected"`` (the matcher refused a token its mask allowed: an engine bug)
+    or ``"eos"`` (end of sequence before the constraint was complete);
+    ``num_tokens`` is how many tokens were generated.
     """
 
-    def __init__(self, message: str, *, partial: str = ""):
+    def __init__(self, message: str, *, partial: str = "", reason: str = "error", num_tokens: int | None = None):
         self.partial = partial
+        self.reason = reason
+        self.num_tokens = num_tokens
         super().__init__(message)
 
 

@@ -88,6 +88,7 @@ def test_max_tokens_error_carries_partial_text(tiny_model, prompt):
     partial = ei.value.partial
     assert partial and target.startswith(partial) and partial != target
     assert m.pos == len(partial.encode())
+    assert ei.value.reason == "max_tokens" and ei.value.num_tokens == 3
     # Exactly enough tokens: succeeds, because the EOS step still needs one step of budget.
     full = generate_constrained(tiny_model, prompt, FixedStringMatcher(tiny_model.info, target), max_tokens=200)
     n = full.num_tokens
@@ -104,6 +105,7 @@ def test_no_allowed_token_raises(tiny_model, prompt, smol_info):
     with pytest.raises(GenerationError, match="no token is allowed") as ei:
         generate_constrained(tiny_model, prompt, m, max_tokens=10)
     assert ei.value.partial == "ok"
+    assert ei.value.reason == "no_token"
 
 
 def test_budget_guard_is_called_with_remaining(tiny_model, prompt):

@@ -144,8 +144,8 @@ def run_common_loop(model: Any, prompt_ids: Sequence[int], matcher: Any | None, 
     except GenerationError as e:
         t_end = time.perf_counter()
         msg = str(e)
-        at_cap = msg.startswith(f"max_tokens={max_tokens} reached")
-        n = max_tokens if at_cap else max(len(proxy.calls) - 1, 0)
+        at_cap = e.reason == "max_tokens"
+        n = e.num_tokens if e.num_tokens is not None else max(len(proxy.calls) - 1, 0)
         prefill = (proxy.calls[1] if len(proxy.calls) > 1 else t_end) - t_start if proxy.calls else None
         out = GenOutput(text=getattr(e, "partial", "") or "", finish="length" if at_cap else "error", n_tokens=n,
                         t_start=t_start, t_first=0.0, t_end=t_end, prompt_tokens=len(prompt_ids), prefill_s=prefill,

@@ -269,7 +269,7 @@ def generate_constrained(
                     f"no token is allowed after {len(out)} generated tokens "
                     "(the constraint cannot be continued with this vocabulary"
                     + (" within max_tokens" if guard_allows is not None else "") + ")",
-                    partial=partial(),
+                    partial=partial(), reason="no_token", num_tokens=len(out),
                 ) from None
             # a guard with ``allows(token, remaining)`` checks only the sampled token and
             # resamples without it: the same distribution as masking every failing token
@@ -283,24 +283,26 @@ def generate_constrained(
                 if t is None:
                     raise GenerationError(
                         f"no token is allowed after {len(out)} generated tokens "
-                        "(the constraint cannot be completed within max_tokens)", partial=partial())
+                        "(the constraint cannot be completed within max_tokens)", partial=partial(),
+                        reason="no_token", num_tokens=len(out))
                 break
         if t in eos:
             if not matcher.is_accepting() or not matcher.accept_token(t):
                 raise GenerationError(
-                    f"the matcher allowed EOS id {t} but the constraint is not complete", partial=partial()
-                )
+                    f"the matcher allowed EOS id {t} but the constraint is not complete", partial=partial(),
+                    reason="eos", num_tokens=len(out))
             return _result(model, out, "eos", t0, t_prefill, mask_s, steps, len(prompt))
         if not matcher.accept_token(t):
-            raise GenerationError(f"the matcher rejected token {t}, which its own mask allowed", partial=partial())
+            raise GenerationError(f"the matcher rejected token {t}, which its own mask allowed", partial=partial(),
+                                  reason="rejected", num_tokens=len(out))
         out.append(t)
         if matcher.is_terminated():
             return _result(model, out, "terminated", t0, t_prefill, mask_s, steps, len(prompt))
         if step + 1 < max_tokens:
             logits = kv.forward([t])[-1]
     raise GenerationError(
-        f"max_tokens={max_tokens} reached before the constraint was complete", partial=partial()
-    )
+        f"max_tokens={max_tokens} reached before the constraint was complete", partial=partial(),
+        reason="max_tokens", num_tokens=len(out))
 
 
 def generate_unconstrained(

@@ -537,9 +537,10 @@ class ChatStructgen(BaseChatModel):
                         raise GenerationError(
                             f"no structured answer fits in max_tokens={p.max_tokens}: after {len(out)} tokens the "
                             f"shortest completion is {need:g} bytes, and the budget guard counts one token per "
-                            "byte; raise max_tokens", partial=partial()) from None
+                            "byte; raise max_tokens", partial=partial(), reason="no_token",
+                            num_tokens=len(out)) from None
                     raise GenerationError(f"no token is allowed after {len(out)} generated tokens",
-                                          partial=partial()) from None
+                                          partial=partial(), reason="no_token", num_tokens=len(out)) from None
                 if not constrained or guard.allows(t, remaining):
                     break
                 logits[t] = float("-inf")
@@ -551,12 +552,13 @@ class ChatStructgen(BaseChatModel):
                     matcher = guard = None
             if t in eos:
                 if matcher is not None and not matcher.accept_token(t):
-                    raise GenerationError(f"EOS before the structured answer was complete", partial=partial())
+                    raise GenerationError("EOS before the structured answer was complete", partial=partial(),
+                                          reason="eos", num_tokens=len(out))
                 p.finish_reason = "stop"
                 return
             if matcher is not None and not matcher.accept_token(t):
                 raise GenerationError(f"the matcher rejected token {t}, which its own mask allowed",
-                                      partial=partial())
+                                      partial=partial(), reason="rejected", num_tokens=len(out))
             out.append(t)
             yield t
             if matcher is not None and matcher.is_terminated():
@@ -566,7 +568,7 @@ class ChatStructgen(BaseChatModel):
                 logits = kv.forward([t])[-1]
         if matcher is not None:
             raise GenerationError(f"max_tokens={p.max_tokens} reached before the structured answer was complete",
-                                  partial=partial())
+                                  partial=partial(), reason="max_tokens", num_tokens=len(out))
         p.finish_reason = "length"
 
     def _pieces(self, model: Any, p: _Plan) -> Iterator[str]:
