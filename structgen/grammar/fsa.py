@@ -19,6 +19,8 @@ from .fsa_kernels import backward_depth as _backward_depth, depth_canonical as _
 #: Hard caps that keep compiles bounded; exceeding one raises GrammarError.
 MAX_NFA_STATES = 400_000
 MAX_DFA_STATES = 60_000
+#: Sum of NFA-subset sizes the subset construction may visit (a few seconds of Python).
+MAX_DETERMINIZE_WORK = 1_500_000
 
 
 class NFA:
@@ -245,9 +247,14 @@ def determinize(nfa: NFA) -> DFA:
     rows: list[list[int]] = []
     final = nfa.final
     i = 0
+    work = 0
     while i < len(order):
         cur = order[i]
         i += 1
+        work += len(cur)
+        if work > MAX_DETERMINIZE_WORK:  # huge subsets: fail in seconds, not minutes
+            raise GrammarError("automaton too large (subset construction over its work limit); "
+                               "reduce repetition bounds or pattern size")
         moves: dict[int, set[int]] = {}
         for s in cur:
             for c, ts in cls_edges[s].items():
@@ -258,6 +265,7 @@ def determinize(nfa: NFA) -> DFA:
             tgt = closure_cache.get(key) if len(key) == 1 else None
             if tgt is None:
                 tgt = closure(ts)
+                work += len(ts) + len(tgt)
                 if len(key) == 1:
                     closure_cache[key] = tgt
             j = index.get(tgt)

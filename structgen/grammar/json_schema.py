@@ -960,8 +960,9 @@ class _Compiler:
         except Exception as e:
             from ..errors import GrammarError
 
-            if isinstance(e, GrammarError):
-                raise SchemaError(str(e), pointer=nodes[0].ptr) from None
+            if isinstance(e, GrammarError):  # beyond the automaton limits, not an invalid schema
+                raise UnsupportedFeature(str(e), pointer=nodes[0].ptr,
+                                         keyword="pattern" if patterns else "format" if formats else "maxLength") from None
             raise
         for f in not_formats:
             d = difference(d, string_dfa(formats=(f,)))
@@ -1343,11 +1344,13 @@ class _Compiler:
         return alt(*alts) if alts else None
 
     def pattern_dfa(self, pat: str, n: _Node) -> DFA:
+        from ..errors import GrammarError
+
         try:
             return string_dfa((pat,))
-        except UnsupportedFeature as e:
-            raise UnsupportedFeature(str(e).split(": ", 1)[-1], pointer=f"{n.ptr}/patternProperties",
-                                     keyword="patternProperties") from None
+        except (UnsupportedFeature, GrammarError) as e:
+            raise UnsupportedFeature(str(e).split(": ", 1)[-1] if isinstance(e, UnsupportedFeature) else str(e),
+                                     pointer=f"{n.ptr}/patternProperties", keyword="patternProperties") from None
 
     def key_dfa(self, names_nodes: list[_Node]) -> DFA | None:
         """propertyNames as a string DFA (string keywords only)."""

@@ -248,7 +248,19 @@ def compile_regex(pattern: str, *, search: bool = False, json_string: bool = Fal
     ``json_string=True`` accepts the characters as they appear inside a JSON
     string literal (escapes allowed), without the surrounding quotes.
     """
-    return _compile_cached(pattern, search, json_string, flags)
+    key = (pattern, search, json_string, flags)
+    failed = _FAILED.get(key)
+    if failed is not None:  # a pattern over the limits fails once, not on every retry
+        raise failed
+    try:
+        return _compile_cached(pattern, search, json_string, flags)
+    except (GrammarError, UnsupportedFeature) as e:
+        if len(_FAILED) < 1024:
+            _FAILED[key] = e
+        raise
+
+
+_FAILED: dict[tuple, Exception] = {}
 
 
 def literal_pattern(text: str) -> str:
