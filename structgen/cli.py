@@ -297,6 +297,10 @@ def _add_bench_test_suite(bench_sub) -> None:
     p.add_argument("--suite", default=None, help="path to json-schema-test-suite (default ../shared/data/...)")
     p.add_argument("--tokenizer", default="smollm2", help="tokenizer for the token trie (default smollm2)")
     p.add_argument("--out", default=None, help="write the markdown table here too")
+    p.add_argument("--engines", default=None,
+                   help="comma-separated engines (structgen, llguidance, xgrammar, outlines-core): score each with "
+                        "the MaskBench harness (watchdog process per engine) and print one column per engine")
+    p.add_argument("--output", default="bench-out/test-suite", help="results folder for --engines (resumable)")
     p.set_defaults(func=_run_bench_test_suite)
 
 
@@ -304,6 +308,9 @@ def _run_bench_test_suite(args) -> int:
     from .bench.test_suite import DEFAULT_SUITE, run_test_suite
     from .compiler import GrammarCompiler
     from .tokenizer import load_tokenizer_info
+
+    if args.engines:
+        return _run_test_suite_engines(args)
 
     comp = GrammarCompiler(load_tokenizer_info(args.tokenizer))
     report = run_test_suite(comp, args.suite or DEFAULT_SUITE, progress=True)
@@ -315,6 +322,24 @@ def _run_bench_test_suite(args) -> int:
     for g in bad:
         print(f"{g.status}: {g.file}#{g.index} {g.description}: {g.detail}", file=sys.stderr)
     return 1 if bad else 0
+
+
+def _run_test_suite_engines(args) -> int:
+    """The suite through every engine's MaskBench adapter: same tokenizer, same protocol."""
+    from .bench.maskbench import MaskBenchConfig, run_maskbench
+    from .bench.test_suite import DEFAULT_SUITE, engines_table, suite_records
+
+    engines = [e.strip() for e in args.engines.split(",") if e.strip()]
+    cfg = MaskBenchConfig(records=suite_records(args.suite or DEFAULT_SUITE), tokenizer=args.tokenizer,
+                          engines=engines, output=args.output, timeout=60.0, plot=False,
+                          command="structgen bench test-suite --engines " + args.engines)
+    res = run_maskbench(cfg, echo=lambda s: print(s, file=sys.stderr))
+    results = {name: {r["id"]: r for r in recs} for name, recs in res.records.items()}
+    table = engines_table(results)
+    print(table)
+    if args.out:
+        Path(args.out).write_text(table + "\n")
+    return 0
 
 
 def _add_generate(sub) -> None:

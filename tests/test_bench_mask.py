@@ -483,3 +483,19 @@ def test_default_data_file_if_present():
 
 
 
+
+
+def test_test_suite_records_and_engine_table(tmp_path):
+    from structgen.bench.test_suite import engines_table, suite_records
+
+    suite = tmp_path / "tests" / "draft2020-12"
+    suite.mkdir(parents=True)
+    (suite / "minimum.json").write_text(json.dumps([
+        {"description": "g0", "schema": {"minimum": 1}, "tests": [{"description": "t", "data": 2, "valid": True}]},
+        {"description": "g1", "schema": {"minimum": 5}, "tests": [{"description": "t", "data": 1, "valid": False}]},
+    ]))
+    recs = suite_records(tmp_path)
+    assert [r["id"] for r in recs] == ["minimum#0", "minimum#1"] and recs[1]["tests"][0]["valid"] is False
+    table = engines_table({"a": {"minimum#0": {"status": "pass"}, "minimum#1": {"status": "invalidation_error"}},
+                           "b": {"minimum#0": {"status": "pass"}, "minimum#1": {"status": "pass"}}})
+    assert "| minimum | 2 | 1 | 2 |" in table and "a: 1, b: 0" in table

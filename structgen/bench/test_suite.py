@@ -100,3 +100,47 @@ def _run_group(compiler, Matcher, file: str, index: int, group: dict) -> GroupRe
         if not t["valid"] and ok:
             return GroupResult(file, index, desc, "invalidation_error", t.get("description", ""))
     return GroupResult(file, index, desc, "exact")
+
+
+def suite_records(suite_dir: Path | str = DEFAULT_SUITE, *, draft: str = "draft2020-12") -> list[dict]:
+    """The suite's groups as MaskBench records (``id`` = ``file#index``), so every engine
+    adapter of ``structgen bench mask`` can be scored on them with the same harness."""
+    root = Path(suite_dir) / "tests" / draft
+    out = []
+    for path in sorted(root.glob("*.json")):
+        for i, group in enumerate(json.loads(path.read_text())):
+            tests = []
+            for t in group["tests"]:
+                try:
+                    json.dumps(t["data"], ensure_ascii=False)
+                except ValueError:
+                    continue
+                tests.append({"data": t["data"], "valid": t["valid"], "description": t.get("description", "")})
+            out.append({"id": f"{path.stem}#{i}", "schema": group["schema"], "tests": tests})
+    return out
+
+
+def engines_table(results: dict[str, dict[str, dict]]) -> str:
+    """Per keyword file, groups each engine handles exactly (MaskBench status ``pass``),
+    and per engine the invalid instances it let through."""
+    engines = list(results)
+    files = sorted({rid.split("#")[0] for r in results.values() for rid in r})
+    lines = ["| keyword file | groups | " + " | ".join(engines) + " |",
+             "|---|---:|" + "---:|" * len(engines)]
+    totals = {e: 0 for e in engines}
+    n_total = 0
+    for f in files:
+        ids = sorted({rid for r in results.values() for rid in r if rid.split("#")[0] == f})
+        n_total += len(ids)
+        cells = []
+        for e in engines:
+            k = sum(1 for rid in ids if results[e].get(rid, {}).get("status") == "pass")
+            totals[e] += k
+            cells.append(str(k))
+        lines.append(f"| {f} | {len(ids)} | " + " | ".join(cells) + " |")
+    lines.append(f"| **total** | {n_total} | " + " | ".join(
+        f"{totals[e]} ({100 * totals[e] / max(n_total, 1):.1f}%)" for e in engines) + " |")
+    inval = [f"{e}: {sum(1 for r in results[e].values() if r.get('status') == 'invalidation_error')}" for e in engines]
+    lines.append("")
+    lines.append("groups with an invalid instance accepted -- " + ", ".join(inval))
+    return "\n".join(lines)
