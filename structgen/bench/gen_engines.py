@@ -157,13 +157,7 @@ def run_common_loop(model: Any, prompt_ids: Sequence[int], matcher: Any | None, 
 # --------------------------------------------------------------------------- engines
 
 
-def _dist_version(dist: str) -> str:
-    from importlib import metadata
-
-    try:
-        return metadata.version(dist)
-    except metadata.PackageNotFoundError:
-        return "unknown"
+from .engines import _dist_version  # noqa: E402 - one version lookup for every bench adapter
 
 
 class GenEngine:
