@@ -339,15 +339,20 @@ PEER_ENGINES = ("llguidance", "xgrammar", "outlines-core")
 _ALIASES = {"llg": "llguidance", "xgr": "xgrammar", "outlines": "outlines-core", "outlines_core": "outlines-core"}
 
 
-def get_engine_class(engine: str | type[MaskEngine]) -> type[MaskEngine]:
-    """An adapter class from its name (or alias: llg, xgr, outlines), or a class as is."""
+def lookup_engine(engine, registry: dict, aliases: dict):
+    """A class from a registry by name or alias (case-insensitive), or a class as is."""
     if isinstance(engine, type):
         return engine
-    key = _ALIASES.get(engine.lower(), engine.lower())
+    key = aliases.get(engine.lower(), engine.lower())
     try:
-        return ENGINES[key]
+        return registry[key]
     except KeyError:
-        raise ValueError(f"unknown engine {engine!r}; known: {', '.join(ENGINES)}") from None
+        raise ValueError(f"unknown engine {engine!r}; known: {', '.join(registry)}") from None
+
+
+def get_engine_class(engine: str | type[MaskEngine]) -> type[MaskEngine]:
+    """An adapter class from its name (or alias: llg, xgr, outlines), or a class as is."""
+    return lookup_engine(engine, ENGINES, _ALIASES)
 
 
 def engine_available(engine: str | type[MaskEngine]) -> tuple[bool, str]:

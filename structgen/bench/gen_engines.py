@@ -47,7 +47,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from .engines import CompileError, MaskEngine, get_engine_class, mask_bit
+from .engines import CompileError, MaskEngine, _dist_version, get_engine_class, lookup_engine, mask_bit
 
 __all__ = [
     "GenEngine",
@@ -157,7 +157,6 @@ def run_common_loop(model: Any, prompt_ids: Sequence[int], matcher: Any | None, 
 # --------------------------------------------------------------------------- engines
 
 
-from .engines import _dist_version  # noqa: E402 - one version lookup for every bench adapter
 
 
 class GenEngine:
@@ -478,10 +477,4 @@ _ALIASES = {"llg": "llguidance", "xgr": "xgrammar", "outlines": "outlines-core",
 
 def get_gen_engine_class(engine: str | type[GenEngine]) -> type[GenEngine]:
     """An engine class from its name (or alias), or a class as is."""
-    if isinstance(engine, type):
-        return engine
-    key = _ALIASES.get(engine.lower(), engine.lower())
-    try:
-        return GEN_ENGINES[key]
-    except KeyError:
-        raise ValueError(f"unknown engine {engine!r}; known: {', '.join(GEN_ENGINES)}") from None
+    return lookup_engine(engine, GEN_ENGINES, _ALIASES)

@@ -123,10 +123,11 @@ def suite_records(suite_dir: Path | str = DEFAULT_SUITE, *, draft: str = "draft2
 def engines_table(results: dict[str, dict[str, dict]]) -> str:
     """Per keyword file, groups each engine handles exactly (MaskBench status ``pass``),
     and per engine the invalid instances it let through."""
+    from .report import _md_table
+
     engines = list(results)
     files = sorted({rid.split("#")[0] for r in results.values() for rid in r})
-    lines = ["| keyword file | groups | " + " | ".join(engines) + " |",
-             "|---|---:|" + "---:|" * len(engines)]
+    rows = []
     totals = {e: 0 for e in engines}
     n_total = 0
     for f in files:
@@ -137,10 +138,9 @@ def engines_table(results: dict[str, dict[str, dict]]) -> str:
             k = sum(1 for rid in ids if results[e].get(rid, {}).get("status") == "pass")
             totals[e] += k
             cells.append(str(k))
-        lines.append(f"| {f} | {len(ids)} | " + " | ".join(cells) + " |")
-    lines.append(f"| **total** | {n_total} | " + " | ".join(
-        f"{totals[e]} ({100 * totals[e] / max(n_total, 1):.1f}%)" for e in engines) + " |")
+        rows.append([f, str(len(ids))] + cells)
+    rows.append(["**total**", str(n_total)] + [f"{totals[e]} ({100 * totals[e] / max(n_total, 1):.1f}%)"
+                                               for e in engines])
     inval = [f"{e}: {sum(1 for r in results[e].values() if r.get('status') == 'invalidation_error')}" for e in engines]
-    lines.append("")
-    lines.append("groups with an invalid instance accepted -- " + ", ".join(inval))
-    return "\n".join(lines)
+    return (_md_table(["keyword file", "groups"] + engines, rows)
+            + "\n\ngroups with an invalid instance accepted -- " + ", ".join(inval))
