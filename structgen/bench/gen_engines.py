@@ -157,8 +157,6 @@ def run_common_loop(model: Any, prompt_ids: Sequence[int], matcher: Any | None, 
 # --------------------------------------------------------------------------- engines
 
 
-
-
 class GenEngine:
     """Base class (see the module docstring).
 
