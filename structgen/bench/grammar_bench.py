@@ -40,11 +40,10 @@ def load_documents(n: int, seed: int = 0, data: Path | None = None) -> list[str]
 
 
 def _clear_structgen_caches() -> None:
-    from ..engine import compiled, lexer
+    from ..engine import lexer, walks
 
     lexer._cores.clear()
-    compiled._inside_cache.clear()
-    compiled._cont_cache.clear()
+    walks.clear_caches()
 
 
 def bench_grammar(grammar_path: str | Path, *, tokenizer: str = "deepseek", n_docs: int = 100, seed: int = 0,

@@ -43,6 +43,7 @@ class LexerCore:
             self._ptr = np.zeros(2, dtype=np.int64)
             self._ent_j = self._ent_s = np.zeros(0, dtype=np.int32)
             self.blocks: list[tuple[int, int]] = []
+            self.block_start: dict[int, int] = {}
             self._accept_nothing()
             self._finish()
             return
@@ -65,9 +66,11 @@ class LexerCore:
         offset = np.zeros(k, dtype=np.int64)
         total = n_prod
         self.blocks = []
+        self.block_start = {}
         for j in used:
             offset[j] = total
             self.blocks.append((total, j))
+            self.block_start[j] = total
             total += dfas[j].n_states
         if total > MAX_LEXER_STATES:
             raise GrammarError(f"lexer too large (over {MAX_LEXER_STATES} states)")
@@ -179,6 +182,7 @@ class Lexer:
                     a = acc_index[acc] = len(self.acc_sets)
                     self.acc_sets.append(acc)
                 kind_to_acc[kid] = a
+        self.kind_acc = kind_to_acc.tolist()
         acc_id = kind_to_acc[core.acc_key]
         self.acc_id = acc_id
         self.boundary = acc_id.copy()

@@ -31,7 +31,8 @@ def plain_loops(trans: np.ndarray, classmap: np.ndarray) -> np.ndarray:
 
 class TokenTrie:
     __slots__ = ("node_byte", "node_depth", "node_end", "tok_ptr", "tok_ids", "n_nodes", "max_depth",
-                 "token_bytes", "vocab_size", "node_word", "node_bit", "node_multi", "node_plain_below")
+                 "token_bytes", "vocab_size", "node_word", "node_bit", "node_multi", "node_plain_below",
+                 "root_children", "top_of")
 
     def __init__(self, node_byte, node_depth, node_end, tok_ptr, tok_ids, token_bytes, vocab_size):
         self.node_byte = node_byte
@@ -60,6 +61,10 @@ class TokenTrie:
         before = np.concatenate([[0], np.cumsum(not_plain, dtype=np.int64)])
         idx = np.arange(len(node_byte))
         self.node_plain_below = (before[node_end] - before[np.minimum(idx + 1, len(node_byte))] == 0).astype(np.uint8)
+        # the root's children (one per first byte) and, per node, the index of its first-byte ancestor
+        first = node_depth == 1
+        self.root_children = np.nonzero(first)[0].astype(np.int32)
+        self.top_of = (np.cumsum(first) - 1).astype(np.int32)
 
     def walk(self, trans, classmap, boundary, roots, root_states, mask, ev_nodes, ev_states,
              plain_loop=None) -> int:
@@ -208,6 +213,16 @@ def walk(node_byte, node_depth, node_end, node_word, node_bit, node_multi, node_
 
 
 @numba.njit(cache=True, nogil=True)
+def clear_subtrees(tok_ptr, tok_ids, node_end, roots, mask):
+    """Clear the mask bit of every token in the subtrees under ``roots``."""
+    for k in range(len(roots)):
+        r = roots[k]
+        for p in range(tok_ptr[r], tok_ptr[node_end[r]]):
+            t = tok_ids[p]
+            mask[t >> 5] &= ~(np.uint32(1) << np.uint32(t & 31))
+
+
+@numba.njit(cache=True, nogil=True)
 def advance_bytes(trans, classmap, state, data, start):
     """Feed ``data[start:]`` to a lexer DFA; return (state, index where it stopped).
 
@@ -240,3 +255,5 @@ def warm_up_kernels(trie: "TokenTrie") -> None:
          trie.tok_ids[:0], trans, cm, b, np.zeros(1, dtype=np.uint8), np.zeros(1, dtype=np.int32),
          np.zeros(1, dtype=np.int32), mask, ev, ev, 1)
     advance_bytes(trans, cm, 0, np.zeros(1, dtype=np.uint8), 0)
+    clear_subtrees(trie.tok_ptr[:2] * 0, trie.tok_ids[:0], np.zeros(1, dtype=np.int32), np.zeros(0, dtype=np.int32),
+                   mask)

@@ -328,19 +328,24 @@ def _kernel_args(dfa: DFA) -> tuple[np.ndarray, np.ndarray]:
 
 def trim(dfa: DFA) -> DFA:
     """Remove states that cannot reach acceptance (and unreachable ones)."""
+    return _trim_order(dfa)[0]
+
+
+def _trim_order(dfa: DFA) -> tuple[DFA, np.ndarray | None]:
+    """:func:`trim`, plus the old state of each new one (None for the empty result)."""
     n = dfa.n_states
     keep = _live_reachable(*_kernel_args(dfa), dfa.start)
     if not keep[dfa.start]:
-        return empty_dfa()
+        return empty_dfa(), None
     if keep.all():
-        return dfa
+        return dfa, np.arange(n)
     kept = np.nonzero(keep)[0]
     order = np.concatenate([[dfa.start], kept[kept != dfa.start]])
     remap = np.full(n, -1, dtype=np.int32)
     remap[order] = np.arange(len(order), dtype=np.int32)
     new_trans = dfa.trans[order]
     new_trans = np.where(new_trans >= 0, remap[np.maximum(new_trans, 0)], -1).astype(np.int32)
-    return compact_classes(DFA(new_trans, dfa.accept[order].copy(), dfa.classmap, 0))
+    return compact_classes(DFA(new_trans, dfa.accept[order].copy(), dfa.classmap, 0)), order
 
 
 def compact_classes(dfa: DFA) -> DFA:
@@ -551,7 +556,16 @@ def difference_literals(a: DFA, strings) -> DFA:
     bottom = np.where(ta >= 0, ta + T, -1)
     trans = np.vstack([top, bottom]).astype(np.int32)
     acc = np.concatenate([a.accept[a_of_arr] & ~np.array(removed, dtype=bool), a.accept])
-    return trim(DFA(trans, acc, classmap.astype(np.int32), 0))
+    out, order = _trim_order(DFA(trans, acc, classmap.astype(np.int32), 0))
+    if order is not None:
+        # the bottom copy behaves exactly as ``a``: the engine walks ``a`` (cached across grammars)
+        # for it and only re-walks where the trie part is still alive (structgen.engine.walks)
+        base = np.concatenate([a_of_arr, np.arange(a.n_states)])[order]
+        pure = order >= T
+        pure_of = np.full(a.n_states, -1, dtype=np.int64)
+        pure_of[base[pure]] = np.nonzero(pure)[0]
+        out.shadow = (a, base, pure, pure_of)
+    return out
 
 
 def intersect(a: DFA, b: DFA) -> DFA:

@@ -1,0 +1,288 @@
+"""Trie walks behind every mask, cached so that grammars and schemas share them.
+
+A mask is the tokens that stay inside the current lexeme (an *inside* walk
+from the lexer state) plus the tokens that cross lexeme boundaries (a
+*continuation* walk from the boundary nodes with the parser's next lexer).
+Both depend on automata, not on the parser, so their results live in
+process-wide caches keyed by the automaton objects:
+
+* a state of a single terminal is walked in that terminal's own DFA, so every
+  lexer of every grammar holding the terminal shares the walk;
+* a terminal that is a shared automaton with a few strings carved out (an
+  object's "any other key": every string but the defined keys, see
+  :func:`structgen.grammar.fsa.difference_literals`) is walked as the shared
+  automaton, and only the root subtrees where the carve-outs or the other live
+  terminals matter are walked again -- so the key lexer of a new schema costs
+  a few small subtrees instead of the whole vocabulary;
+* continuation results are keyed by the boundary-node group they start from
+  and the next lexer, and keep their own boundary groups, so following a
+  chain of lexemes through a token is a few dictionary lookups.
+"""
+from __future__ import annotations
+
+import itertools
+import threading
+from collections import OrderedDict
+
+import numpy as np
+
+from .trie import TokenTrie, clear_subtrees, plain_loops
+
+INSIDE_CACHE_ENTRIES = 8192
+CONT_CACHE_ENTRIES = 20000
+#: DFAs with this many states are walked once per depth class of states (see DFA.depth_classes).
+CANON_MIN_STATES = 400
+
+_group_ids = itertools.count(1)
+
+
+class Walk:
+    """One walk's result: the tokens it allows and where lexemes end in it.
+
+    ``ev_states`` are in the numbering of the table walked (``owner``);
+    :meth:`groups` splits the boundary nodes by what the lexeme was, for one
+    lexer core, and gives each group a process-wide id for continuation keys."""
+
+    __slots__ = ("owner", "mask", "words", "vals", "ev_nodes", "ev_states", "_groups")
+
+    def __init__(self, owner, ev_nodes: np.ndarray, ev_states: np.ndarray, *, mask: np.ndarray | None = None,
+                 words: np.ndarray | None = None, vals: np.ndarray | None = None):
+        self.owner = owner
+        self.mask = mask
+        self.words = words
+        self.vals = vals
+        self.ev_nodes = ev_nodes
+        self.ev_states = ev_states
+        self._groups: dict = {}
+
+    def groups(self, core, offset: int = 0) -> list[tuple[int, int, np.ndarray]]:
+        """``(accepting kind of core, group id, boundary nodes)`` per kind of lexeme ended."""
+        key = (id(core), offset)
+        hit = self._groups.get(key)
+        if hit is not None and hit[0] is core:
+            return hit[1]
+        out = []
+        if len(self.ev_nodes):
+            kinds = core.acc_key[self.ev_states + offset]
+            first = int(kinds[0])
+            if (kinds == first).all():
+                out.append((first, next(_group_ids), self.ev_nodes))
+            else:
+                for k in np.unique(kinds).tolist():
+                    out.append((k, next(_group_ids), self.ev_nodes[kinds == k]))
+        self._groups[key] = (core, out)
+        return out
+
+
+class _Cache:
+    """A thread-safe LRU whose hits are checked against the owner object (ids get reused)."""
+
+    def __init__(self, capacity: int):
+        self.capacity = capacity
+        self.data: OrderedDict = OrderedDict()
+        self.lock = threading.Lock()
+
+    def get(self, key, owner):
+        with self.lock:
+            hit = self.data.get(key)
+            if hit is None or hit.owner is not owner:
+                return None
+            self.data.move_to_end(key)
+            return hit
+
+    def put(self, key, value) -> None:
+        with self.lock:
+            self.data[key] = value
+            if len(self.data) > self.capacity:
+                self.data.popitem(last=False)
+
+    def clear(self) -> None:
+        with self.lock:
+            self.data.clear()
+
+
+inside_cache = _Cache(INSIDE_CACHE_ENTRIES)
+cont_cache = _Cache(CONT_CACHE_ENTRIES)
+
+
+def _plain_loop(owner, trans, classmap) -> np.ndarray:
+    """Per state of ``owner``'s table: does it loop on every plain byte (cached on the owner)."""
+    pl = getattr(owner, "_plain_loop", None)
+    if pl is None:
+        pl = plain_loops(trans, classmap)
+        owner._plain_loop = pl
+    return pl
+
+
+def _dfa_boundary(dfa) -> np.ndarray:
+    """Boundary marks for walking one terminal's own DFA: accepting states end a lexeme."""
+    b = getattr(dfa, "_boundary", None)
+    if b is None:
+        b = np.where(dfa.accept, 0, -1).astype(np.int32)
+        dfa._boundary = b
+    return b
+
+
+class TrieWalker:
+    """Walks one tokenizer's trie for one grammar (owns the event buffers; not thread-safe,
+    the grammar's lock serialises it)."""
+
+    def __init__(self, trie: TokenTrie):
+        self.trie = trie
+        self.n_words = (trie.vocab_size + 31) // 32
+        self._ev_nodes = np.empty(trie.n_nodes + 1, dtype=np.int32)
+        self._ev_states = np.empty(trie.n_nodes + 1, dtype=np.int32)
+
+    # -- the kernel call ------------------------------------------------------------------
+    def _walk(self, owner, trans, classmap, boundary, roots, states, mask) -> tuple[np.ndarray, np.ndarray]:
+        n = self.trie.walk(trans, classmap, boundary, roots, states, mask, self._ev_nodes, self._ev_states,
+                           _plain_loop(owner, trans, classmap))
+        return self._ev_nodes[:n].copy(), self._ev_states[:n].copy()
+
+    def _root_walk(self, owner, trans, classmap, boundary, state: int) -> Walk:
+        m = np.zeros(self.n_words, dtype=np.uint32)
+        ev_n, ev_s = self._walk(owner, trans, classmap, boundary, np.zeros(1, dtype=np.int32),
+                                np.array([state], dtype=np.int32), m)
+        return Walk(owner, ev_n, ev_s, mask=m)
+
+    # -- inside walks -------------------------------------------------------------------------
+    def inside(self, lx, ls: int) -> tuple[Walk, int]:
+        """The inside walk of lexer state ``ls`` and the offset of its event states in ``lx``'s table."""
+        core = lx.core
+        block = core.block_of(ls)
+        if block is not None:
+            dfa, offset = block
+            return self.dfa_walk(dfa, ls - offset), offset
+        key = (id(core), id(self.trie), ls)
+        hit = inside_cache.get(key, core)
+        if hit is None:
+            hit = self._anchored_product(lx, ls)
+            if hit is None:
+                hit = self._root_walk(core, lx.trans, lx.classmap, lx.boundary, ls)
+            inside_cache.put(key, hit)
+        return hit, 0
+
+    def dfa_walk(self, dfa, sub: int) -> Walk:
+        """The walk of one terminal's own DFA from state ``sub`` (shared by every lexer holding it)."""
+        counted = self._counted(dfa, sub)
+        if counted is not None:
+            return counted
+        if dfa.n_states >= CANON_MIN_STATES:
+            sub = int(dfa.depth_classes(self.trie.max_depth + 1)[sub])
+        key = (id(dfa), id(self.trie), sub)
+        hit = inside_cache.get(key, dfa)
+        if hit is None:
+            hit = None
+            if getattr(dfa, "shadow", None) is not None:
+                hit = self._anchored(dfa, dfa.trans, dfa.classmap, _dfa_boundary(dfa), sub, dfa, 0, sub)
+            if hit is None:
+                hit = self._root_walk(dfa, dfa.trans, dfa.classmap, _dfa_boundary(dfa), sub)
+            inside_cache.put(key, hit)
+        return hit
+
+    def _counted(self, dfa, sub: int) -> Walk | None:
+        """A length-bounded string at a character boundary: its walk from the counted walk."""
+        bounds = getattr(dfa, "length_bounds", None)
+        if bounds is None:
+            return None
+        from .counted import boundary_counts, counted_strings
+
+        cs = counted_strings(self.trie)
+        counts = boundary_counts(dfa, cs.base, cs.b_state, cs.closed_state)
+        if counts is None or counts[sub] < 0:
+            return None
+        acc = np.nonzero(dfa.accept)[0]
+        if len(acc) != 1:
+            return None
+        i = int(counts[sub])
+        key = (id(dfa), id(self.trie), ("counted", bounds[0] - i, bounds[1] - i))
+        hit = inside_cache.get(key, dfa)
+        if hit is None:
+            m, ev_nodes = cs.inside(bounds[0] - i, bounds[1] - i)
+            hit = Walk(dfa, ev_nodes, np.full(len(ev_nodes), int(acc[0]), dtype=np.int32), mask=m)
+            inside_cache.put(key, hit)
+        return hit
+
+    # -- anchored walks: a shared automaton with carve-outs ----------------------------------------
+    def _anchored_product(self, lx, ls: int) -> Walk | None:
+        """A product state one of whose terminals has a shadow (see :meth:`_anchored`)."""
+        core = lx.core
+        best = None
+        for j, s in enumerate(core.substates(ls)):
+            if s < 0:
+                continue
+            d = core.dfas[j]
+            if getattr(d, "shadow", None) is not None and j in core.block_start:
+                if best is None or d.n_states > best[0].n_states:
+                    best = (d, s, core.block_start[j])
+        if best is None:
+            return None
+        d, s, lo = best
+        return self._anchored(core, lx.trans, lx.classmap, lx.boundary, ls, d, lo, s)
+
+    def _anchored(self, owner, trans, classmap, boundary, x: int, d, lo: int, q: int) -> Walk | None:
+        """Walk from state ``x`` of a table where DFA ``d`` (rows ``lo``.. of the table) is alive in
+        state ``q``, and ``d.shadow = (a, base, pure, pure_of)`` says which of ``d``'s states behave
+        exactly as state ``base`` of the shared DFA ``a`` (``pure``).
+
+        Every root child whose next state is a pure state of ``d`` is taken from ``a``'s cached walk
+        from ``base[q]`` (its tokens and lexeme ends, renumbered); the other root children -- where
+        a carve-out or another terminal is still alive -- are walked directly."""
+        a, base, pure, pure_of = d.shadow
+        t = self.trie
+        rc = t.root_children
+        xc = trans[x, classmap[t.node_byte[rc]]]
+        in_d = (xc >= lo) & (xc < lo + d.n_states)
+        cov = np.zeros(len(rc), dtype=bool)
+        cov[in_d] = pure[xc[in_d] - lo]
+        if not cov.any():
+            return None
+        ref = self.dfa_walk(a, int(base[q]))
+        keep = cov[t.top_of[ref.ev_nodes]]
+        ev_states = pure_of[ref.ev_states[keep]]
+        if (ev_states < 0).any():
+            return None  # a walk from a representative state left the states d shares with a
+        m = ref.mask.copy()
+        other = np.nonzero(~cov)[0]
+        if len(other):
+            clear_subtrees(t.tok_ptr, t.tok_ids, t.node_end, rc[other].astype(np.int32), m)
+        ev_n = [ref.ev_nodes[keep]]
+        ev_s = [(ev_states + lo).astype(np.int32)]
+        live = other[xc[other] >= 0]
+        if len(live):
+            n2, s2 = self._walk(owner, trans, classmap, boundary, rc[live].astype(np.int32),
+                                xc[live].astype(np.int32), m)
+            ev_n.append(n2)
+            ev_s.append(s2)
+        dead = other[xc[other] < 0]
+        if len(dead) and boundary[x] >= 0:
+            ev_n.append(rc[dead].astype(np.int32))
+            ev_s.append(np.full(len(dead), x, dtype=np.int32))
+        return Walk(owner, np.concatenate(ev_n), np.concatenate(ev_s), mask=m)
+
+    # -- continuation walks -------------------------------------------------------------------------
+    def cont(self, gid: int, nodes: np.ndarray, lx2) -> Walk:
+        """Tokens crossing into the next lexeme at ``nodes`` (group ``gid``) lexed by ``lx2``."""
+        core = lx2.core
+        key = (gid, id(core))
+        hit = cont_cache.get(key, core)
+        if hit is None:
+            t = self.trie
+            st = lx2.trans[0, lx2.classmap[t.node_byte[nodes]]]
+            ok = st >= 0
+            sub = np.zeros(self.n_words, dtype=np.uint32)
+            if ok.any():
+                ev_n, ev_s = self._walk(core, lx2.trans, lx2.classmap, lx2.boundary, np.ascontiguousarray(nodes[ok]),
+                                        np.ascontiguousarray(st[ok]).astype(np.int32), sub)
+            else:
+                ev_n = ev_s = np.zeros(0, dtype=np.int32)
+            words = np.flatnonzero(sub).astype(np.int32)
+            hit = Walk(core, ev_n, ev_s, words=words, vals=sub[words])
+            cont_cache.put(key, hit)
+        return hit
+
+
+def clear_caches() -> None:
+    """Forget every cached walk (benchmarks measuring cold starts)."""
+    inside_cache.clear()
+    cont_cache.clear()
