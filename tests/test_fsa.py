@@ -6,6 +6,7 @@ import random
 
 import pytest
 
+from structgen.errors import GrammarError
 from structgen.grammar import fsa
 from structgen.grammar.fsa import difference, difference_literals, intersect, literal_set_dfa, union
 from structgen.grammar.regex import compile_regex
@@ -31,9 +32,7 @@ def test_difference_literals_matches_language(pattern):
             assert d.matches(s) == (a.matches(s) and s not in removed), (pattern, removed, s)
 
 
-@pytest.mark.parametrize("small", [True, False])
-def test_product_paths_agree(monkeypatch, small):
-    monkeypatch.setattr(fsa, "SMALL_PRODUCT", 10**9 if small else 0)
+def test_product_matches_language():
     universe = list(_strings("abcd", 5))
     for p, q in itertools.combinations(PATTERNS, 2):
         a, b = compile_regex(p), compile_regex(q)
@@ -42,6 +41,12 @@ def test_product_paths_agree(monkeypatch, small):
             d = op(a, b)
             for s in universe:
                 assert d.matches(s) == f(a.matches(s), b.matches(s)), (p, q, op.__name__, s)
+
+
+def test_product_state_cap(monkeypatch):
+    monkeypatch.setattr(fsa, "MAX_DFA_STATES", 50)
+    with pytest.raises(GrammarError, match="too large"):
+        intersect(compile_regex("[ab]{0,40}"), compile_regex("[a-c]*a[a-c]{3}"))
 
 
 def test_difference_with_literal_set_dfa_equals_difference_literals():

@@ -58,10 +58,9 @@ class CompiledGrammar:
     def advance(self, cid: int, lx: Lexer, ls: int, data: bytes):
         """Feed bytes from a state; returns the new (cid, lexer, lexer state) or None."""
         parser = self.parser
-        tl = lx.trans_list
-        cm = lx.classmap_list
+        tl, nc, cm = lx.core.flat_trans, lx.n_classes, lx.classmap_list
         for b in data:
-            ns = tl[ls][cm[b]]
+            ns = tl[ls * nc + cm[b]]
             if ns >= 0:
                 ls = ns
                 continue
@@ -72,9 +71,8 @@ class CompiledGrammar:
             if cid < 0:
                 return None
             lx = self.lexer_for(cid)
-            tl = lx.trans_list
-            cm = lx.classmap_list
-            ls = tl[0][cm[b]]
+            tl, nc, cm = lx.core.flat_trans, lx.n_classes, lx.classmap_list
+            ls = tl[cm[b]]
             if ls < 0:
                 return None
         return cid, lx, ls
@@ -114,10 +112,10 @@ class CompiledGrammar:
             if m is not None:
                 self._masks.move_to_end(key)
                 return m
-            inside, offset = self._walker.inside(lx, ls)
+            inside = self._walker.inside(lx, ls)
             m = inside.mask.copy()
             if len(inside.ev_nodes):
-                self._continue(cid, lx, inside, offset, m)
+                self._continue(cid, lx, inside, m)
             if self.can_end(cid, lx, ls):
                 for e in self.eos_ids:
                     m[e >> 5] |= np.uint32(1 << (e & 31))
@@ -126,16 +124,17 @@ class CompiledGrammar:
                 self._masks.popitem(last=False)
             return m
 
-    def _continue(self, cid: int, lx: Lexer, walk, offset: int, m: np.ndarray) -> None:
+    def _continue(self, cid: int, lx: Lexer, walk, m: np.ndarray) -> None:
         """Add the tokens that cross lexeme boundaries: from each group of boundary nodes, the
         parser's next lexer continues the walk (results cached per group and lexer core)."""
         scan, lexer_for, cont = self.parser.scan, self.lexer_for, self._walker.cont
-        todo = [(cid, lx, walk, offset)]
+        todo = [(cid, lx, walk)]
         while todo:
-            cid, lx, walk, offset = todo.pop()
-            kind_acc, acc_sets = lx.kind_acc, lx.acc_sets
-            for kind, gid, nodes in walk.groups(lx.core, offset):
-                a = kind_acc[kind]
+            cid, lx, walk = todo.pop()
+            core, kind_acc, acc_sets = lx.core, lx.kind_acc, lx.acc_sets
+            for sig, gid, nodes in walk.groups():
+                kind = core.kind_of_signature(sig)
+                a = kind_acc[kind] if kind >= 0 else -1
                 if a < 0:
                     continue
                 c2 = scan(cid, acc_sets[a])
@@ -146,7 +145,7 @@ class CompiledGrammar:
                 if len(w2.words):
                     m[w2.words] |= w2.vals
                 if len(w2.ev_nodes):
-                    todo.append((c2, lx2, w2, 0))
+                    todo.append((c2, lx2, w2))
 
     # -- introspection --------------------------------------------------------------
     def stats(self) -> dict:

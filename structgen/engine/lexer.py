@@ -23,6 +23,7 @@ import numpy as np
 from ..errors import GrammarError
 from ..grammar.fsa import DFA, unique_rows
 from .lexer_kernels import explore_product
+from .walks import signature, signature_ids
 
 MAX_LEXER_STATES = 200_000
 CORE_CACHE_ENTRIES = 2048
@@ -106,16 +107,50 @@ class LexerCore:
         self.acc_kinds = [()]
 
     def _finish(self) -> None:
-        self._trans_list = None
+        # byte-by-byte stepping in Python: ``flat_trans[state * n_classes + class]`` indexes the
+        # table itself (a memoryview yields ints), so no per-state Python lists exist for the
+        # garbage collector to scan, however large the lexer
+        self.trans = np.ascontiguousarray(self.trans, dtype=np.int32)
+        self.flat_trans = memoryview(self.trans.reshape(-1))
         self.classmap_list = self.classmap.tolist()
         self.n_states = self.trans.shape[0]
 
-    @property
-    def trans_list(self) -> list:
-        """Python-list copy of the table for byte-by-byte stepping (built on first use)."""
-        if self._trans_list is None:
-            self._trans_list = self.trans.tolist()
-        return self._trans_list
+
+    # -- what trie walks need to share results between cores ----------------------------------------
+    def live_key(self, state: int, depth: int, canon_min_states: int) -> tuple[tuple, tuple]:
+        """(live DFAs, hashable key of (DFA id, sub-state) pairs) of a product state.
+
+        Sub-states of large DFAs are replaced by their depth class (see
+        ``DFA.depth_classes``): a walk only looks ``depth`` bytes ahead, so e.g. every
+        character position inside two overlapping length-bounded strings shares one walk."""
+        cache = self.__dict__.setdefault("_live_keys", {})
+        hit = cache.get(state)
+        if hit is None:
+            a, b = int(self._ptr[state]), int(self._ptr[state + 1])
+            js, ss = self._ent_j[a:b].tolist(), self._ent_s[a:b].tolist()
+            live = tuple(self.dfas[j] for j in js)
+            ss = [int(d.depth_classes(depth)[s]) if d.n_states >= canon_min_states else s for d, s in zip(live, ss)]
+            hit = cache[state] = (live, (state == 0, tuple(map(id, live)), tuple(ss)))
+        return hit
+
+    def state_signatures(self, states: np.ndarray) -> np.ndarray:
+        """The :func:`~structgen.engine.walks.signature` of the automata accepting at each state."""
+        sig = self.__dict__.get("_kind_sig")
+        if sig is None:
+            sig = np.array([signature(tuple(sorted(id(self.dfas[j]) for j in members)))
+                            for members in self.acc_kinds], dtype=np.int64)
+            self._kind_sig = sig
+        return sig[self.acc_key[states]]
+
+    def kind_of_signature(self, code: int) -> int:
+        """This core's accepting kind for a signature (-1 when none of its states has it)."""
+        cache = self.__dict__.setdefault("_sig_kind", {})
+        kind = cache.get(code)
+        if kind is None:
+            ids = set(signature_ids(code))
+            members = tuple(j for j, d in enumerate(self.dfas) if id(d) in ids)
+            kind = cache[code] = self.acc_kinds.index(members) if members in self.acc_kinds else -1
+        return kind
 
     def block_of(self, state: int):
         """(terminal DFA, offset) when ``state`` lies in a single terminal's copied table."""
@@ -171,6 +206,7 @@ class Lexer:
         self.trans = core.trans
         self.classmap = core.classmap
         self.classmap_list = core.classmap_list
+        self.n_classes = core.trans.shape[1]
         acc_index: dict[frozenset, int] = {}
         self.acc_sets: list[frozenset] = []
         kind_to_acc = np.full(len(core.acc_kinds), -1, dtype=np.int32)
@@ -189,12 +225,8 @@ class Lexer:
         self.boundary[0] = -1  # no zero-width lexemes
         self._dfas = dfas
 
-    @property
-    def trans_list(self) -> list:
-        return self.core.trans_list
-
     def step(self, state: int, byte: int) -> int:
-        return self.trans_list[state][self.classmap_list[byte]]
+        return self.core.flat_trans[state * self.n_classes + self.classmap_list[byte]]
 
     def completions(self, state: int) -> list[tuple[int, int]]:
         """(terminal id, min bytes to finish that terminal) for each live terminal."""

@@ -66,6 +66,12 @@ class TokenTrie:
         self.root_children = np.nonzero(first)[0].astype(np.int32)
         self.top_of = (np.cumsum(first) - 1).astype(np.int32)
 
+    def walk_from_boundaries(self, trans, classmap, boundary, nodes, mask, ev_nodes, ev_states, plain_loop) -> int:
+        """Run :func:`walk_from_boundaries` over this trie."""
+        return walk_from_boundaries(self.node_byte, self.node_depth, self.node_end, self.node_word, self.node_bit,
+                                    self.node_multi, self.node_plain_below, self.tok_ptr, self.tok_ids, trans, classmap,
+                                    boundary, plain_loop, nodes, mask, ev_nodes, ev_states, self.max_depth)
+
     def walk(self, trans, classmap, boundary, roots, root_states, mask, ev_nodes, ev_states,
              plain_loop=None) -> int:
         """Run :func:`walk` over this trie (see there); ``plain_loop`` from :func:`plain_loops`."""
@@ -161,6 +167,44 @@ def _subtree_ends(depth):
     return end
 
 
+@numba.njit(cache=True, nogil=True, inline="always")
+def _walk_subtree(r, state, node_byte, node_depth, node_end, node_word, node_bit, node_multi, node_plain_below,
+                  tok_ptr, tok_ids, flat, n_cls, classmap, boundary, plain_loop, mask, ev_nodes, ev_states, n_ev,
+                  state_at):
+    state_at[node_depth[r]] = state
+    for p in range(tok_ptr[r], tok_ptr[r + 1]):
+        t = tok_ids[p]
+        mask[t >> 5] |= np.uint32(1) << np.uint32(t & 31)
+    j = np.int64(r + 1)
+    end = np.int64(node_end[r])
+    while j < end:
+        d = np.int64(node_depth[j])
+        ps = state_at[d - 1]
+        ns = np.int64(flat[ps * n_cls + np.int64(classmap[np.int64(node_byte[j])])])
+        if ns < 0:
+            if boundary[ps] >= 0:
+                ev_nodes[n_ev] = j
+                ev_states[n_ev] = ps
+                n_ev += 1
+            j = np.int64(node_end[j])
+            continue
+        state_at[d] = ns
+        mask[np.int64(node_word[j])] |= node_bit[j]
+        if node_multi[j]:
+            for p in range(tok_ptr[j] + 1, tok_ptr[j + 1]):
+                t = tok_ids[p]
+                mask[t >> 5] |= np.uint32(1) << np.uint32(t & 31)
+        if plain_loop[ns] and node_plain_below[j]:
+            e = np.int64(node_end[j])
+            for p in range(tok_ptr[j + 1], tok_ptr[e]):
+                t = tok_ids[p]
+                mask[t >> 5] |= np.uint32(1) << np.uint32(t & 31)
+            j = e
+            continue
+        j += 1
+    return n_ev
+
+
 @numba.njit(cache=True, nogil=True)
 def walk(node_byte, node_depth, node_end, node_word, node_bit, node_multi, node_plain_below, tok_ptr, tok_ids,
          trans, classmap, boundary, plain_loop, roots, root_states, mask, ev_nodes, ev_states, max_depth):
@@ -173,42 +217,30 @@ def walk(node_byte, node_depth, node_end, node_word, node_bit, node_multi, node_
     plain bytes under a state that loops on them is taken whole, unvisited.
     """
     n_ev = 0
-    n_cls = trans.shape[1]
-    flat = trans.ravel()
     state_at = np.empty(max_depth + 2, dtype=np.int64)
+    flat = trans.ravel()
     for k in range(len(roots)):
-        r = roots[k]
-        state_at[node_depth[r]] = root_states[k]
-        for p in range(tok_ptr[r], tok_ptr[r + 1]):
-            t = tok_ids[p]
-            mask[t >> 5] |= np.uint32(1) << np.uint32(t & 31)
-        j = np.int64(r + 1)
-        end = np.int64(node_end[r])
-        while j < end:
-            d = np.int64(node_depth[j])
-            ps = state_at[d - 1]
-            ns = np.int64(flat[ps * n_cls + np.int64(classmap[np.int64(node_byte[j])])])
-            if ns < 0:
-                if boundary[ps] >= 0:
-                    ev_nodes[n_ev] = j
-                    ev_states[n_ev] = ps
-                    n_ev += 1
-                j = np.int64(node_end[j])
-                continue
-            state_at[d] = ns
-            mask[np.int64(node_word[j])] |= node_bit[j]
-            if node_multi[j]:
-                for p in range(tok_ptr[j] + 1, tok_ptr[j + 1]):
-                    t = tok_ids[p]
-                    mask[t >> 5] |= np.uint32(1) << np.uint32(t & 31)
-            if plain_loop[ns] and node_plain_below[j]:
-                e = np.int64(node_end[j])
-                for p in range(tok_ptr[j + 1], tok_ptr[e]):
-                    t = tok_ids[p]
-                    mask[t >> 5] |= np.uint32(1) << np.uint32(t & 31)
-                j = e
-                continue
-            j += 1
+        n_ev = _walk_subtree(roots[k], root_states[k], node_byte, node_depth, node_end, node_word, node_bit,
+                             node_multi, node_plain_below, tok_ptr, tok_ids, flat, trans.shape[1], classmap, boundary,
+                             plain_loop, mask, ev_nodes, ev_states, n_ev, state_at)
+    return n_ev
+
+
+@numba.njit(cache=True, nogil=True)
+def walk_from_boundaries(node_byte, node_depth, node_end, node_word, node_bit, node_multi, node_plain_below, tok_ptr,
+                         tok_ids, trans, classmap, boundary, plain_loop, nodes, mask, ev_nodes, ev_states, max_depth):
+    """:func:`walk` from lexeme boundaries: each node's byte starts a new lexeme (from state 0)."""
+    n_ev = 0
+    state_at = np.empty(max_depth + 2, dtype=np.int64)
+    flat = trans.ravel()
+    n_cls = trans.shape[1]
+    for k in range(len(nodes)):
+        r = nodes[k]
+        st = flat[np.int64(classmap[np.int64(node_byte[r])])]
+        if st >= 0:
+            n_ev = _walk_subtree(r, st, node_byte, node_depth, node_end, node_word, node_bit, node_multi,
+                                 node_plain_below, tok_ptr, tok_ids, flat, n_cls, classmap, boundary, plain_loop, mask,
+                                 ev_nodes, ev_states, n_ev, state_at)
     return n_ev
 
 
@@ -254,6 +286,10 @@ def warm_up_kernels(trie: "TokenTrie") -> None:
          trie.node_bit[:1] * 0, trie.node_multi[:1] * 0, trie.node_plain_below[:1] * 0, trie.tok_ptr[:2] * 0,
          trie.tok_ids[:0], trans, cm, b, np.zeros(1, dtype=np.uint8), np.zeros(1, dtype=np.int32),
          np.zeros(1, dtype=np.int32), mask, ev, ev, 1)
+    walk_from_boundaries(trie.node_byte[:1], trie.node_depth[:1], np.array([1], dtype=np.int32), trie.node_word[:1],
+                         trie.node_bit[:1] * 0, trie.node_multi[:1] * 0, trie.node_plain_below[:1] * 0,
+                         trie.tok_ptr[:2] * 0, trie.tok_ids[:0], trans, cm, b, np.zeros(1, dtype=np.uint8),
+                         np.zeros(0, dtype=np.int32), mask, ev, ev, 1)
     advance_bytes(trans, cm, 0, np.zeros(1, dtype=np.uint8), 0)
     clear_subtrees(trie.tok_ptr[:2] * 0, trie.tok_ids[:0], np.zeros(1, dtype=np.int32), np.zeros(0, dtype=np.int32),
                    mask)

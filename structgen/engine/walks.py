@@ -21,6 +21,7 @@ process-wide caches keyed by the automaton objects:
 from __future__ import annotations
 
 import itertools
+import operator
 import threading
 from collections import OrderedDict
 
@@ -34,48 +35,79 @@ CONT_CACHE_ENTRIES = 20000
 CANON_MIN_STATES = 400
 
 _group_ids = itertools.count(1)
+_sig_lock = threading.Lock()
+_sig_codes: dict[tuple, int] = {}
+_sig_list: list[tuple] = []
+
+
+def signature(dfa_ids: tuple) -> int:
+    """A process-wide code for "a lexeme of these terminal automata ended here" (sorted DFA ids).
+
+    Boundary events carry these instead of lexer states, so one walk serves every
+    lexer core that holds the same live automata."""
+    with _sig_lock:
+        code = _sig_codes.get(dfa_ids)
+        if code is None:
+            code = _sig_codes[dfa_ids] = len(_sig_list)
+            _sig_list.append(dfa_ids)
+        return code
+
+
+def signature_ids(code: int) -> tuple:
+    """The DFA ids behind a :func:`signature` code."""
+    return _sig_list[code]
 
 
 class Walk:
     """One walk's result: the tokens it allows and where lexemes end in it.
 
     ``ev_states`` are in the numbering of the table walked (``owner``);
-    :meth:`groups` splits the boundary nodes by what the lexeme was, for one
-    lexer core, and gives each group a process-wide id for continuation keys."""
+    ``ev_sigs`` say which automata accepted there (:func:`signature`), and
+    :meth:`groups` splits the boundary nodes by them, giving each group a
+    process-wide id for continuation keys."""
 
-    __slots__ = ("owner", "mask", "words", "vals", "ev_nodes", "ev_states", "_groups")
+    __slots__ = ("owner", "mask", "words", "vals", "ev_nodes", "ev_states", "ev_sigs", "_groups")
 
-    def __init__(self, owner, ev_nodes: np.ndarray, ev_states: np.ndarray, *, mask: np.ndarray | None = None,
-                 words: np.ndarray | None = None, vals: np.ndarray | None = None):
+    def __init__(self, owner, ev_nodes: np.ndarray, ev_states: np.ndarray, ev_sigs: np.ndarray, *,
+                 mask: np.ndarray | None = None, words: np.ndarray | None = None, vals: np.ndarray | None = None):
         self.owner = owner
         self.mask = mask
         self.words = words
         self.vals = vals
         self.ev_nodes = ev_nodes
         self.ev_states = ev_states
-        self._groups: dict = {}
+        self.ev_sigs = ev_sigs
+        self._groups: list | None = None
 
-    def groups(self, core, offset: int = 0) -> list[tuple[int, int, np.ndarray]]:
-        """``(accepting kind of core, group id, boundary nodes)`` per kind of lexeme ended."""
-        key = (id(core), offset)
-        hit = self._groups.get(key)
-        if hit is not None and hit[0] is core:
-            return hit[1]
-        out = []
-        if len(self.ev_nodes):
-            kinds = core.acc_key[self.ev_states + offset]
-            first = int(kinds[0])
-            if (kinds == first).all():
-                out.append((first, next(_group_ids), self.ev_nodes))
-            else:
-                for k in np.unique(kinds).tolist():
-                    out.append((k, next(_group_ids), self.ev_nodes[kinds == k]))
-        self._groups[key] = (core, out)
+    def groups(self) -> list[tuple[int, int, np.ndarray]]:
+        """``(signature, group id, boundary nodes)`` per kind of lexeme ended."""
+        out = self._groups
+        if out is None:
+            out = []
+            sigs = self.ev_sigs
+            if len(sigs):
+                first = int(sigs[0])
+                if (sigs == first).all():
+                    out.append((first, next(_group_ids), self.ev_nodes))
+                else:
+                    for k in np.unique(sigs).tolist():
+                        out.append((k, next(_group_ids), self.ev_nodes[sigs == k]))
+            self._groups = out
         return out
 
 
+def _dfa_walk_result(dfa, ev_nodes, ev_states, **arrays) -> Walk:
+    """A walk of one DFA's own table: every boundary is that terminal's."""
+    return Walk(dfa, ev_nodes, ev_states, np.full(len(ev_nodes), signature((id(dfa),)), dtype=np.int64), **arrays)
+
+
+def _core_walk_result(owner, core, ev_nodes, ev_states, **arrays) -> Walk:
+    """A walk in a lexer core's table: boundaries by the automata accepting at each state."""
+    return Walk(owner, ev_nodes, ev_states, core.state_signatures(ev_states), **arrays)
+
+
 class _Cache:
-    """A thread-safe LRU whose hits are checked against the owner object (ids get reused)."""
+    """A thread-safe LRU whose hits are checked against the owner object(s) (ids get reused)."""
 
     def __init__(self, capacity: int):
         self.capacity = capacity
@@ -85,7 +117,11 @@ class _Cache:
     def get(self, key, owner):
         with self.lock:
             hit = self.data.get(key)
-            if hit is None or hit.owner is not owner:
+            if hit is None:
+                return None
+            o = hit.owner
+            if o is not owner and not (type(o) is tuple and type(owner) is tuple and len(o) == len(owner)
+                                       and all(map(operator.is_, o, owner))):
                 return None
             self.data.move_to_end(key)
             return hit
@@ -139,28 +175,34 @@ class TrieWalker:
                            _plain_loop(owner, trans, classmap))
         return self._ev_nodes[:n].copy(), self._ev_states[:n].copy()
 
-    def _root_walk(self, owner, trans, classmap, boundary, state: int) -> Walk:
+    def _root_events(self, owner, trans, classmap, boundary, state: int):
         m = np.zeros(self.n_words, dtype=np.uint32)
         ev_n, ev_s = self._walk(owner, trans, classmap, boundary, np.zeros(1, dtype=np.int32),
                                 np.array([state], dtype=np.int32), m)
-        return Walk(owner, ev_n, ev_s, mask=m)
+        return m, ev_n, ev_s
 
     # -- inside walks -------------------------------------------------------------------------
-    def inside(self, lx, ls: int) -> tuple[Walk, int]:
-        """The inside walk of lexer state ``ls`` and the offset of its event states in ``lx``'s table."""
+    def inside(self, lx, ls: int) -> Walk:
+        """The inside walk of lexer state ``ls`` of ``lx``.
+
+        A product state's walk only depends on its live automata and their states, so it is
+        cached under those: lexers of other grammars reach the same state from other cores."""
         core = lx.core
         block = core.block_of(ls)
         if block is not None:
             dfa, offset = block
-            return self.dfa_walk(dfa, ls - offset), offset
-        key = (id(core), id(self.trie), ls)
-        hit = inside_cache.get(key, core)
+            return self.dfa_walk(dfa, ls - offset)
+        live, key = core.live_key(ls, self.trie.max_depth + 1, CANON_MIN_STATES)
+        key = (key, id(self.trie))
+        hit = inside_cache.get(key, live)
         if hit is None:
-            hit = self._anchored_product(lx, ls)
-            if hit is None:
-                hit = self._root_walk(core, lx.trans, lx.classmap, lx.boundary, ls)
+            res = self._anchored_product(lx, ls)
+            if res is None:
+                res = self._root_events(core, lx.trans, lx.classmap, lx.boundary, ls)
+            m, ev_n, ev_s = res
+            hit = _core_walk_result(live, core, ev_n, ev_s, mask=m)
             inside_cache.put(key, hit)
-        return hit, 0
+        return hit
 
     def dfa_walk(self, dfa, sub: int) -> Walk:
         """The walk of one terminal's own DFA from state ``sub`` (shared by every lexer holding it)."""
@@ -172,11 +214,13 @@ class TrieWalker:
         key = (id(dfa), id(self.trie), sub)
         hit = inside_cache.get(key, dfa)
         if hit is None:
-            hit = None
+            res = None
             if getattr(dfa, "shadow", None) is not None:
-                hit = self._anchored(dfa, dfa.trans, dfa.classmap, _dfa_boundary(dfa), sub, dfa, 0, sub)
-            if hit is None:
-                hit = self._root_walk(dfa, dfa.trans, dfa.classmap, _dfa_boundary(dfa), sub)
+                res = self._anchored(dfa, dfa.trans, dfa.classmap, _dfa_boundary(dfa), sub, dfa, 0, sub)
+            if res is None:
+                res = self._root_events(dfa, dfa.trans, dfa.classmap, _dfa_boundary(dfa), sub)
+            m, ev_n, ev_s = res
+            hit = _dfa_walk_result(dfa, ev_n, ev_s, mask=m)
             inside_cache.put(key, hit)
         return hit
 
@@ -199,12 +243,12 @@ class TrieWalker:
         hit = inside_cache.get(key, dfa)
         if hit is None:
             m, ev_nodes = cs.inside(bounds[0] - i, bounds[1] - i)
-            hit = Walk(dfa, ev_nodes, np.full(len(ev_nodes), int(acc[0]), dtype=np.int32), mask=m)
+            hit = _dfa_walk_result(dfa, ev_nodes, np.full(len(ev_nodes), int(acc[0]), dtype=np.int32), mask=m)
             inside_cache.put(key, hit)
         return hit
 
     # -- anchored walks: a shared automaton with carve-outs ----------------------------------------
-    def _anchored_product(self, lx, ls: int) -> Walk | None:
+    def _anchored_product(self, lx, ls: int):
         """A product state one of whose terminals has a shadow (see :meth:`_anchored`)."""
         core = lx.core
         best = None
@@ -220,7 +264,7 @@ class TrieWalker:
         d, s, lo = best
         return self._anchored(core, lx.trans, lx.classmap, lx.boundary, ls, d, lo, s)
 
-    def _anchored(self, owner, trans, classmap, boundary, x: int, d, lo: int, q: int) -> Walk | None:
+    def _anchored(self, owner, trans, classmap, boundary, x: int, d, lo: int, q: int):
         """Walk from state ``x`` of a table where DFA ``d`` (rows ``lo``.. of the table) is alive in
         state ``q``, and ``d.shadow = (a, base, pure, pure_of)`` says which of ``d``'s states behave
         exactly as state ``base`` of the shared DFA ``a`` (``pure``).
@@ -228,7 +272,7 @@ class TrieWalker:
         Every root child whose next state is a pure state of ``d`` is taken from ``a``'s cached walk
         from ``base[q]`` (its tokens and lexeme ends, renumbered); the other root children -- where
         a carve-out or another terminal is still alive -- are walked directly."""
-        a, base, pure, pure_of = d.shadow
+        a, base, pure, pure_of = d.shadow  # -> (mask, event nodes, event states) or None
         t = self.trie
         rc = t.root_children
         xc = trans[x, classmap[t.node_byte[rc]]]
@@ -258,7 +302,7 @@ class TrieWalker:
         if len(dead) and boundary[x] >= 0:
             ev_n.append(rc[dead].astype(np.int32))
             ev_s.append(np.full(len(dead), x, dtype=np.int32))
-        return Walk(owner, np.concatenate(ev_n), np.concatenate(ev_s), mask=m)
+        return m, np.concatenate(ev_n), np.concatenate(ev_s)
 
     # -- continuation walks -------------------------------------------------------------------------
     def cont(self, gid: int, nodes: np.ndarray, lx2) -> Walk:
@@ -267,17 +311,12 @@ class TrieWalker:
         key = (gid, id(core))
         hit = cont_cache.get(key, core)
         if hit is None:
-            t = self.trie
-            st = lx2.trans[0, lx2.classmap[t.node_byte[nodes]]]
-            ok = st >= 0
             sub = np.zeros(self.n_words, dtype=np.uint32)
-            if ok.any():
-                ev_n, ev_s = self._walk(core, lx2.trans, lx2.classmap, lx2.boundary, np.ascontiguousarray(nodes[ok]),
-                                        np.ascontiguousarray(st[ok]).astype(np.int32), sub)
-            else:
-                ev_n = ev_s = np.zeros(0, dtype=np.int32)
+            n = self.trie.walk_from_boundaries(lx2.trans, lx2.classmap, lx2.boundary, nodes, sub, self._ev_nodes,
+                                               self._ev_states, _plain_loop(core, lx2.trans, lx2.classmap))
+            ev_n, ev_s = self._ev_nodes[:n].copy(), self._ev_states[:n].copy()
             words = np.flatnonzero(sub).astype(np.int32)
-            hit = Walk(core, ev_n, ev_s, words=words, vals=sub[words])
+            hit = _core_walk_result(core, core, ev_n, ev_s, words=words, vals=sub[words])
             cont_cache.put(key, hit)
         return hit
 

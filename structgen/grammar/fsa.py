@@ -14,7 +14,7 @@ import numpy as np
 
 from ..errors import GrammarError
 from .fsa_kernels import backward_depth as _backward_depth, depth_canonical as _depth_canonical, \
-    live_reachable as _live_reachable
+    live_reachable as _live_reachable, pair_product as _pair_product
 
 #: Hard caps that keep compiles bounded; exceeding one raises GrammarError.
 MAX_NFA_STATES = 400_000
@@ -404,110 +404,20 @@ def _joint_classes(a: DFA, b: DFA) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 
 def product(a: DFA, b: DFA, mode: str = "and") -> DFA:
-    """Intersection (``and``), union (``or``) or difference (``diff``: a minus b).
-
-    Breadth-first over reachable state pairs: a plain loop for small automata
-    (most property-name sets), one numpy step per BFS layer for large ones."""
+    """Intersection (``and``), union (``or``) or difference (``diff``: a minus b),
+    breadth-first over the reachable state pairs (a numba kernel)."""
     classmap, ca, cb = _joint_classes(a, b)
-    if a.n_states * b.n_states <= SMALL_PRODUCT:
-        return _product_small(a, b, mode, classmap, ca, cb)
-    C = len(ca)
-    # row -1 (dead) is the extra last row
-    ta = np.vstack([a.trans[:, ca], np.full((1, C), -1, dtype=np.int32)]).astype(np.int64)
-    tb = np.vstack([b.trans[:, cb], np.full((1, C), -1, dtype=np.int32)]).astype(np.int64)
-    acc_a = np.concatenate([a.accept, [False]])
-    acc_b = np.concatenate([b.accept, [False]])
-    NB = b.n_states + 1
-    ids: dict[int, int] = {}
-    start_key = a.start * NB + b.start
-    ids[start_key] = 0
-    pairs_x = [np.array([a.start])]
-    pairs_y = [np.array([b.start])]
-    rows: list[np.ndarray] = []
-    fx, fy = pairs_x[0], pairs_y[0]
-    n_states = 1
-    while len(fx):
-        xs = ta[fx]  # [F, C]; -1 stays -1 through the dead row
-        ys = tb[fy]
-        if mode == "and":
-            ok = (xs >= 0) & (ys >= 0)
-        elif mode == "or":
-            ok = (xs >= 0) | (ys >= 0)
-        else:
-            ok = xs >= 0
-        xs = np.where(xs < 0, a.n_states, xs)
-        ys = np.where(ys < 0, b.n_states, ys)
-        keys = np.where(ok, xs * NB + ys, -1)
-        uniq, inv = np.unique(keys, return_inverse=True)
-        uid = np.empty(len(uniq), dtype=np.int64)
-        new_keys = []
-        for i, k in enumerate(uniq.tolist()):
-            if k < 0:
-                uid[i] = -1
-                continue
-            j = ids.get(k)
-            if j is None:
-                j = n_states
-                ids[k] = j
-                n_states += 1
-                new_keys.append(k)
-            uid[i] = j
-        if n_states > MAX_DFA_STATES:
-            raise GrammarError(f"automaton too large (over {MAX_DFA_STATES} DFA states) in product")
-        rows.append(uid[inv.reshape(keys.shape)].astype(np.int32))
-        nk = np.array(new_keys, dtype=np.int64)
-        fx, fy = nk // NB, nk % NB
-        pairs_x.append(fx)
-        pairs_y.append(fy)
-    trans = np.concatenate(rows, axis=0) if rows else np.full((1, C), -1, dtype=np.int32)
-    px = np.concatenate(pairs_x)
-    py = np.concatenate(pairs_y)
-    xa, xb = acc_a[px], acc_b[py]
-    acc = (xa & xb) if mode == "and" else (xa | xb) if mode == "or" else (xa & ~xb)
-    return trim(DFA(trans.astype(np.int32), acc, classmap, 0))
+    ta = np.ascontiguousarray(a.trans[:, ca], dtype=np.int32)
+    tb = np.ascontiguousarray(b.trans[:, cb], dtype=np.int32)
+    n, trans, acc = _pair_product(ta, tb, np.ascontiguousarray(a.accept, dtype=np.bool_),
+                                  np.ascontiguousarray(b.accept, dtype=np.bool_), int(a.start), int(b.start),
+                                  _PRODUCT_MODES[mode], MAX_DFA_STATES + 1)
+    if n < 0:
+        raise GrammarError(f"automaton too large (over {MAX_DFA_STATES} DFA states) in product")
+    return trim(DFA(trans, acc, classmap, 0))
 
 
-SMALL_PRODUCT = 20000
-
-
-def _product_small(a: DFA, b: DFA, mode: str, classmap: np.ndarray, ca: np.ndarray, cb: np.ndarray) -> DFA:
-    ta = a.trans[:, ca].tolist()
-    tb = b.trans[:, cb].tolist()
-    dead = [-1] * len(ca)
-    ids = {(a.start, b.start): 0}
-    queue = [(a.start, b.start)]
-    rows = []
-    need_both = mode == "and"
-    need_a = mode == "diff"
-    i = 0
-    while i < len(queue):
-        x, y = queue[i]
-        i += 1
-        rx = ta[x] if x >= 0 else dead
-        ry = tb[y] if y >= 0 else dead
-        row = []
-        for nx, ny in zip(rx, ry):
-            if (nx < 0 or ny < 0) if need_both else (nx < 0) if need_a else (nx < 0 and ny < 0):
-                row.append(-1)
-                continue
-            key = (nx, ny)
-            j = ids.get(key)
-            if j is None:
-                j = ids[key] = len(queue)
-                queue.append(key)
-            row.append(j)
-        rows.append(row)
-        if len(queue) > MAX_DFA_STATES:
-            raise GrammarError(f"automaton too large (over {MAX_DFA_STATES} DFA states) in product")
-    acc_a = a.accept.tolist()
-    acc_b = b.accept.tolist()
-    acc = []
-    for x, y in queue:
-        xa = x >= 0 and acc_a[x]
-        xb = y >= 0 and acc_b[y]
-        acc.append((xa and xb) if mode == "and" else (xa or xb) if mode == "or" else (xa and not xb))
-    return trim(DFA(np.array(rows, dtype=np.int32).reshape(len(rows), len(ca)), np.array(acc, dtype=bool),
-                    classmap, 0))
+_PRODUCT_MODES = {"and": 0, "or": 1, "diff": 2}
 
 
 def difference_literals(a: DFA, strings) -> DFA:

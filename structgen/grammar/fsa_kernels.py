@@ -10,7 +10,7 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-__all__ = ["backward_depth", "depth_canonical", "live_reachable", "warm_up_fsa_kernels"]
+__all__ = ["backward_depth", "depth_canonical", "live_reachable", "pair_product", "warm_up_fsa_kernels"]
 
 
 @numba.njit(cache=True, nogil=True)
@@ -167,9 +167,101 @@ def depth_canonical(trans, accept, depth):
     return canon
 
 
+@numba.njit(cache=True, nogil=True)
+def pair_product(ta, tb, acc_a, acc_b, start_a, start_b, mode, max_states):
+    """Breadth-first product of two DFAs over shared classes (columns already aligned).
+
+    ``mode`` 0 = intersection, 1 = union, 2 = difference (a minus b); a side
+    that died is carried as -1.  Returns ``(n, trans, accept)``, ``n = -1``
+    past ``max_states``."""
+    C = ta.shape[1]
+    NB = np.int64(tb.shape[0] + 1)
+    cap = 64
+    trans = np.empty((cap, C), dtype=np.int32)
+    px = np.empty(cap, dtype=np.int64)
+    py = np.empty(cap, dtype=np.int64)
+    tsize = 256
+    slots = np.full(tsize, -1, dtype=np.int64)
+    keys = np.empty(cap, dtype=np.int64)
+    px[0] = start_a
+    py[0] = start_b
+    keys[0] = (np.int64(start_a) + 1) * NB + (np.int64(start_b) + 1)
+    slots[(keys[0] * np.int64(0x9E3779B1)) & (tsize - 1)] = 0
+    n = 1
+    i = 0
+    while i < n:
+        x = px[i]
+        y = py[i]
+        for c in range(C):
+            nx = ta[x, c] if x >= 0 else -1
+            ny = tb[y, c] if y >= 0 else -1
+            if mode == 0:
+                ok = nx >= 0 and ny >= 0
+            elif mode == 1:
+                ok = nx >= 0 or ny >= 0
+            else:
+                ok = nx >= 0
+            if not ok:
+                trans[i, c] = -1
+                continue
+            key = (np.int64(nx) + 1) * NB + (np.int64(ny) + 1)
+            slot = (key * np.int64(0x9E3779B1)) & (tsize - 1)
+            found = -1
+            while slots[slot] >= 0:
+                if keys[slots[slot]] == key:
+                    found = slots[slot]
+                    break
+                slot = (slot + 1) & (tsize - 1)
+            if found < 0:
+                if n >= max_states:
+                    return -1, trans[:0], np.zeros(0, dtype=np.bool_)
+                if n >= cap:
+                    cap *= 2
+                    t2 = np.empty((cap, C), dtype=np.int32)
+                    t2[:n] = trans[:n]
+                    trans = t2
+                    px2 = np.empty(cap, dtype=np.int64)
+                    px2[:n] = px[:n]
+                    px = px2
+                    py2 = np.empty(cap, dtype=np.int64)
+                    py2[:n] = py[:n]
+                    py = py2
+                    k2 = np.empty(cap, dtype=np.int64)
+                    k2[:n] = keys[:n]
+                    keys = k2
+                px[n] = nx
+                py[n] = ny
+                keys[n] = key
+                slots[slot] = n
+                found = n
+                n += 1
+                if 2 * n > tsize:
+                    tsize *= 2
+                    slots = np.full(tsize, -1, dtype=np.int64)
+                    for r in range(n):
+                        s2 = (keys[r] * np.int64(0x9E3779B1)) & (tsize - 1)
+                        while slots[s2] >= 0:
+                            s2 = (s2 + 1) & (tsize - 1)
+                        slots[s2] = r
+            trans[i, c] = found
+        i += 1
+    accept = np.empty(n, dtype=np.bool_)
+    for r in range(n):
+        xa = px[r] >= 0 and acc_a[px[r]]
+        xb = py[r] >= 0 and acc_b[py[r]]
+        if mode == 0:
+            accept[r] = xa and xb
+        elif mode == 1:
+            accept[r] = xa or xb
+        else:
+            accept[r] = xa and not xb
+    return n, trans[:n], accept
+
+
 def warm_up_fsa_kernels() -> None:
     """Load (or compile, once per installation) the kernels ahead of the first schema."""
     t = np.full((1, 1), -1, dtype=np.int32)
     a = np.ones(1, dtype=np.bool_)
     live_reachable(t, a, 0)
     depth_canonical(t, a, 1)
+    pair_product(t, t, a, a, 0, 0, 0, 4)

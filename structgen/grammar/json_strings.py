@@ -56,29 +56,25 @@ def length_content(lo: int, hi: int | None) -> DFA:
     if copies * k > MAX_DFA_STATES:
         raise UnsupportedFeature(f"string length bound {bound} needs too many automaton states", keyword="maxLength")
     n = copies * k
-    trans = np.full((n, c.n_classes), -1, dtype=np.int32)
+    # one copy of the inner rows, then every copy at once: a finished character moves to the start
+    # of the next copy (the last copy saturates when unbounded, else has no move)
+    inner_arr = np.array(inner, dtype=np.int64)
+    pos_arr = np.full(c.n_states, -1, dtype=np.int64)
+    pos_arr[inner_arr] = np.arange(k)
+    rows = c.trans[inner_arr].astype(np.int64)  # [k, classes]
+    finishes = (rows >= 0) & c.accept[np.maximum(rows, 0)]
+    stays = (rows >= 0) & ~finishes
+    j = np.arange(copies, dtype=np.int64)[:, None, None]
+    nxt = j + 1
+    if hi is None:
+        nxt = np.minimum(nxt, copies - 1)
+    start_pos = int(pos_arr[c.start])
+    trans = np.full((copies, k, c.n_classes), -1, dtype=np.int64)
+    trans = np.where(stays[None], j * k + pos_arr[np.maximum(rows, 0)][None], trans)
+    trans = np.where(finishes[None] & (nxt < copies), nxt * k + start_pos, trans)
+    trans = trans.reshape(n, c.n_classes).astype(np.int32)
     accept = np.zeros(n, dtype=bool)
-    for j in range(copies):
-        base = j * k
-        for s in inner:
-            row = c.trans[s]
-            out = np.full(c.n_classes, -1, dtype=np.int32)
-            for cls in range(c.n_classes):
-                t = int(row[cls])
-                if t < 0:
-                    continue
-                if c.accept[t]:  # finished a character: go to the start of the next copy
-                    nj = j + 1
-                    if nj >= copies:
-                        if hi is None:
-                            nj = copies - 1  # saturate: unbounded tail
-                        else:
-                            continue
-                    out[cls] = nj * k + pos[c.start]
-                else:
-                    out[cls] = base + pos[t]
-            trans[base + pos[s]] = out
-        accept[base + pos[c.start]] = j >= lo
+    accept[np.arange(copies) * k + start_pos] = np.arange(copies) >= lo
     start = pos[c.start]
     d = DFA(trans, accept, c.classmap.copy(), start)
     return trim(d)
