@@ -21,8 +21,8 @@ from collections import OrderedDict
 import numpy as np
 
 from ..errors import GrammarError
-from ..grammar.fsa import DFA, unique_rows
-from .lexer_kernels import explore_product
+from ..grammar.fsa import DFA
+from .lexer_kernels import build_core
 from .walks import signature, signature_ids
 
 MAX_LEXER_STATES = 200_000
@@ -48,57 +48,31 @@ class LexerCore:
             self._accept_nothing()
             self._finish()
             return
-        cms = np.stack([d.classmap for d in dfas])
-        cols, classmap = unique_rows(cms.T)
-        classmap = classmap.astype(np.int32)
-        n_classes = cols.shape[0]
-        tabs = [np.ascontiguousarray(d.trans[:, cols[:, i]]) for i, d in enumerate(dfas)]
-        row_off = np.zeros(k, dtype=np.int64)
-        np.cumsum([t.shape[0] for t in tabs[:-1]], out=row_off[1:])
-        table = np.ascontiguousarray(np.vstack(tabs), dtype=np.int32)
-        starts = np.array([int(d.start) for d in dfas], dtype=np.int32)
-        n_prod, ptr, ent_j, ent_s, prod_trans, single_j, single_s = explore_product(
-            table, row_off, starts, MAX_LEXER_STATES)
-        if n_prod < 0:
+        n_st = np.array([d.n_states for d in dfas], dtype=np.int64)
+        widths = np.array([d.n_classes for d in dfas], dtype=np.int64)
+        st_off = np.zeros(k, dtype=np.int64)
+        np.cumsum(n_st[:-1], out=st_off[1:])
+        raw_off = np.zeros(k, dtype=np.int64)
+        np.cumsum((n_st * widths)[:-1], out=raw_off[1:])
+        raw = np.concatenate([d.trans.reshape(-1) for d in dfas]).astype(np.int32, copy=False)
+        cms = np.stack([d.classmap for d in dfas]).astype(np.int32, copy=False)
+        acc = np.concatenate([d.accept for d in dfas]).astype(np.bool_, copy=False)
+        starts = np.array([d.start for d in dfas], dtype=np.int32)
+        (total, classmap, trans, acc_key, kind_ptr, kind_mem, n_kinds, n_prod, ptr, ent_j, ent_s,
+         block_off) = build_core(raw, raw_off, widths, cms, acc, st_off, n_st, starts, MAX_LEXER_STATES)
+        if total < 0:
             raise GrammarError(f"lexer too large (over {MAX_LEXER_STATES} states)")
         self._n_prod = n_prod
         self._ptr, self._ent_j, self._ent_s = ptr, ent_j, ent_s
-        used = sorted(set(np.unique(single_j[single_j >= 0]).tolist()))
-        offset = np.zeros(k, dtype=np.int64)
-        total = n_prod
-        self.blocks = []
-        self.block_start = {}
-        for j in used:
-            offset[j] = total
-            self.blocks.append((total, j))
-            self.block_start[j] = total
-            total += dfas[j].n_states
-        if total > MAX_LEXER_STATES:
-            raise GrammarError(f"lexer too large (over {MAX_LEXER_STATES} states)")
-        trans = np.empty((total, n_classes), dtype=np.int32)
-        trans[:n_prod] = np.where(single_j >= 0, offset[np.maximum(single_j, 0)] + single_s, prod_trans)
-        for j in used:
-            t = tabs[j]
-            trans[offset[j]:offset[j] + t.shape[0]] = np.where(t >= 0, t + offset[j], -1)
+        used = np.nonzero(block_off >= 0)[0].tolist()
+        self.blocks = [(int(block_off[j]), j) for j in used]
+        self.block_start = dict((j, off) for off, j in self.blocks)
         self.trans = trans
         self.classmap = classmap
         # accepting members per state (indices into dfas), as keys into acc_kinds
-        kinds: dict[tuple, int] = {(): 0}
-        keys = np.zeros(total, dtype=np.int32)
-        accept_all = np.concatenate([d.accept for d in dfas])
-        acc_entries = np.nonzero(accept_all[row_off[ent_j] + ent_s])[0]
-        if len(acc_entries):
-            owner = np.repeat(np.arange(n_prod), np.diff(ptr))[acc_entries]
-            members: dict[int, list[int]] = {}
-            for st, j in zip(owner.tolist(), ent_j[acc_entries].tolist()):
-                members.setdefault(st, []).append(j)
-            for st, js in members.items():
-                keys[st] = kinds.setdefault(tuple(js), len(kinds))
-        for j in used:
-            kid = kinds.setdefault((j,), len(kinds))
-            keys[offset[j]:offset[j] + dfas[j].n_states] = np.where(dfas[j].accept, kid, 0)
-        self.acc_key = keys
-        self.acc_kinds = list(kinds)
+        kp, km = kind_ptr.tolist(), kind_mem.tolist()
+        self.acc_key = acc_key
+        self.acc_kinds = [tuple(km[kp[i]:kp[i + 1]]) for i in range(n_kinds)]
         self._finish()
 
     def _accept_nothing(self) -> None:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-__all__ = ["explore_product", "warm_up_lexer_kernels"]
+__all__ = ["build_core", "explore_product", "warm_up_lexer_kernels"]
 
 _MUL = np.uint64(0x9E3779B97F4A7C15)
 
@@ -151,5 +151,169 @@ def explore_product(table, row_off, starts, max_states):
 
 
 def warm_up_lexer_kernels() -> None:
-    """Load (or compile, once per installation) the kernel ahead of the first lexer."""
-    explore_product(np.full((1, 1), -1, dtype=np.int32), np.zeros(1, dtype=np.int64), np.zeros(1, dtype=np.int32), 8)
+    """Load (or compile, once per installation) the kernels ahead of the first lexer."""
+    one = np.ones(1, dtype=np.int64)
+    build_core(np.full(1, -1, dtype=np.int32), np.zeros(1, dtype=np.int64), one, np.zeros((1, 256), dtype=np.int32),
+               np.zeros(1, dtype=np.bool_), np.zeros(1, dtype=np.int64), one, np.zeros(1, dtype=np.int32), 8)
+
+
+@numba.njit(cache=True, nogil=True)
+def _intern_members(mem, m, kind_ptr, kind_mem, n_kinds, slots, hashes):
+    """Kind id of the member list ``mem[:m]`` (interned in ``kind_*``; grows them as needed)."""
+    h = _hash(mem, mem, m)
+    tsize = len(slots)
+    slot = np.int64(h & np.uint64(tsize - 1))
+    while True:
+        r = slots[slot]
+        if r < 0:
+            break
+        if hashes[r] == h and kind_ptr[r + 1] - kind_ptr[r] == m:
+            same = True
+            base = kind_ptr[r]
+            for q in range(m):
+                if kind_mem[base + q] != mem[q]:
+                    same = False
+                    break
+            if same:
+                return r, kind_ptr, kind_mem, n_kinds, slots, hashes
+        slot = (slot + 1) & (tsize - 1)
+    r = n_kinds
+    if r + 2 > len(kind_ptr):
+        kind_ptr = _grow1(kind_ptr, 2 * len(kind_ptr))
+        hashes = _grow1(hashes, 2 * len(hashes))
+    base = kind_ptr[r]
+    if base + m > len(kind_mem):
+        kind_mem = _grow1(kind_mem, 2 * (base + m))
+    for q in range(m):
+        kind_mem[base + q] = mem[q]
+    kind_ptr[r + 1] = base + m
+    hashes[r] = h
+    slots[slot] = r
+    n_kinds += 1
+    if 2 * n_kinds > tsize:
+        tsize *= 2
+        slots = np.full(tsize, -1, dtype=np.int64)
+        for x in range(n_kinds):
+            s2 = np.int64(hashes[x] & np.uint64(tsize - 1))
+            while slots[s2] >= 0:
+                s2 = (s2 + 1) & (tsize - 1)
+            slots[s2] = x
+    return r, kind_ptr, kind_mem, n_kinds, slots, hashes
+
+
+@numba.njit(cache=True, nogil=True)
+def build_core(raw, raw_off, widths, cms, acc, st_off, n_st, starts, max_states):
+    """The whole combined-lexer table for DFAs given as flat arrays (see ``LexerCore``).
+
+    Merges the byte classes, gathers each DFA's columns, explores the product
+    (:func:`explore_product`), appends a copy of each DFA that ends up alone,
+    and labels every state with its accepting members (interned member lists).
+    Returns ``(total, classmap, trans, acc_key, kind_ptr, kind_mem, n_kinds,
+    n_prod, ptr, ent_j, ent_s, block_off)``; ``total`` is -1 past ``max_states``."""
+    k = len(starts)
+    # 1. merged byte classes: bytes with the same class in every DFA
+    classmap = np.empty(256, dtype=np.int32)
+    rep = np.empty(256, dtype=np.int64)
+    bh = np.empty(256, dtype=np.uint64)
+    cslots = np.full(512, -1, dtype=np.int64)
+    n_cls = 0
+    col = np.empty(k, dtype=np.int32)
+    for b in range(256):
+        for j in range(k):
+            col[j] = cms[j, b]
+        h = _hash(col, col, k)
+        slot = np.int64(h & np.uint64(511))
+        found = -1
+        while cslots[slot] >= 0:
+            c = cslots[slot]
+            if bh[c] == h:
+                same = True
+                rb = rep[c]
+                for j in range(k):
+                    if cms[j, rb] != col[j]:
+                        same = False
+                        break
+                if same:
+                    found = c
+                    break
+            slot = (slot + 1) & 511
+        if found < 0:
+            found = n_cls
+            rep[found] = b
+            bh[found] = h
+            cslots[slot] = found
+            n_cls += 1
+        classmap[b] = found
+    # 2. every DFA's table over the merged classes, stacked
+    rows = 0
+    for j in range(k):
+        rows += n_st[j]
+    table = np.empty((rows, n_cls), dtype=np.int32)
+    for j in range(k):
+        w = widths[j]
+        for s in range(n_st[j]):
+            src = raw_off[j] + s * w
+            for c in range(n_cls):
+                table[st_off[j] + s, c] = raw[src + cms[j, rep[c]]]
+    # 3. the product while two or more DFAs are alive
+    n_prod, ptr, ent_j, ent_s, prod_trans, single_j, single_s = explore_product(table, st_off, starts, max_states)
+    block_off = np.full(k, -1, dtype=np.int64)
+    if n_prod < 0:
+        return (-1, classmap, table[:0], np.zeros(0, dtype=np.int32), np.zeros(1, dtype=np.int64),
+                np.zeros(0, dtype=np.int32), 0, n_prod, ptr, ent_j, ent_s, block_off)
+    for i in range(n_prod):
+        for c in range(n_cls):
+            if single_j[i, c] >= 0:
+                block_off[single_j[i, c]] = 0
+    total = n_prod
+    for j in range(k):
+        if block_off[j] >= 0:
+            block_off[j] = total
+            total += n_st[j]
+    if total > max_states:
+        return (-1, classmap, table[:0], np.zeros(0, dtype=np.int32), np.zeros(1, dtype=np.int64),
+                np.zeros(0, dtype=np.int32), 0, n_prod, ptr, ent_j, ent_s, block_off)
+    trans = np.empty((total, n_cls), dtype=np.int32)
+    for i in range(n_prod):
+        for c in range(n_cls):
+            sj = single_j[i, c]
+            trans[i, c] = block_off[sj] + single_s[i, c] if sj >= 0 else prod_trans[i, c]
+    for j in range(k):
+        off = block_off[j]
+        if off < 0:
+            continue
+        for s in range(n_st[j]):
+            for c in range(n_cls):
+                t = table[st_off[j] + s, c]
+                trans[off + s, c] = t + off if t >= 0 else -1
+    # 4. accepting members of every state, interned (kind 0: none)
+    acc_key = np.zeros(total, dtype=np.int32)
+    kind_ptr = np.zeros(16, dtype=np.int64)
+    kind_mem = np.empty(64, dtype=np.int32)
+    hashes = np.empty(16, dtype=np.uint64)
+    slots = np.full(64, -1, dtype=np.int64)
+    mem = np.empty(max(k, 1), dtype=np.int32)
+    kid, kind_ptr, kind_mem, n_kinds, slots, hashes = _intern_members(mem, 0, kind_ptr, kind_mem, 0, slots, hashes)
+    for i in range(n_prod):
+        m = 0
+        for e in range(ptr[i], ptr[i + 1]):
+            j = ent_j[e]
+            if acc[st_off[j] + ent_s[e]]:
+                mem[m] = j
+                m += 1
+        if m:
+            kid, kind_ptr, kind_mem, n_kinds, slots, hashes = _intern_members(mem, m, kind_ptr, kind_mem, n_kinds,
+                                                                              slots, hashes)
+            acc_key[i] = kid
+    for j in range(k):
+        off = block_off[j]
+        if off < 0:
+            continue
+        mem[0] = j
+        kid, kind_ptr, kind_mem, n_kinds, slots, hashes = _intern_members(mem, 1, kind_ptr, kind_mem, n_kinds,
+                                                                          slots, hashes)
+        for s in range(n_st[j]):
+            if acc[st_off[j] + s]:
+                acc_key[off + s] = kid
+    return (total, classmap, trans, acc_key, kind_ptr[:n_kinds + 1], kind_mem[:kind_ptr[n_kinds]], n_kinds, n_prod,
+            ptr, ent_j, ent_s, block_off)

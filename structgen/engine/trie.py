@@ -72,6 +72,14 @@ class TokenTrie:
                                     self.node_multi, self.node_plain_below, self.tok_ptr, self.tok_ids, trans, classmap,
                                     boundary, plain_loop, nodes, mask, ev_nodes, ev_states, self.max_depth)
 
+    def anchored_walk(self, trans, classmap, boundary, plain_loop, x, lo, n_d, pure, pure_of, ref_mask, ref_ev_nodes,
+                      ref_ev_states, mask, ev_nodes, ev_states) -> int:
+        """Run :func:`anchored_walk` over this trie."""
+        return anchored_walk(self.node_byte, self.node_depth, self.node_end, self.node_word, self.node_bit,
+                             self.node_multi, self.node_plain_below, self.tok_ptr, self.tok_ids, self.root_children,
+                             self.top_of, trans, classmap, boundary, plain_loop, x, lo, n_d, pure, pure_of, ref_mask,
+                             ref_ev_nodes, ref_ev_states, mask, ev_nodes, ev_states, self.max_depth)
+
     def walk(self, trans, classmap, boundary, roots, root_states, mask, ev_nodes, ev_states,
              plain_loop=None) -> int:
         """Run :func:`walk` over this trie (see there); ``plain_loop`` from :func:`plain_loops`."""
@@ -245,13 +253,57 @@ def walk_from_boundaries(node_byte, node_depth, node_end, node_word, node_bit, n
 
 
 @numba.njit(cache=True, nogil=True)
-def clear_subtrees(tok_ptr, tok_ids, node_end, roots, mask):
-    """Clear the mask bit of every token in the subtrees under ``roots``."""
-    for k in range(len(roots)):
-        r = roots[k]
-        for p in range(tok_ptr[r], tok_ptr[node_end[r]]):
+def anchored_walk(node_byte, node_depth, node_end, node_word, node_bit, node_multi, node_plain_below, tok_ptr, tok_ids,
+                  root_children, top_of, trans, classmap, boundary, plain_loop, x, lo, n_d, pure, pure_of, ref_mask,
+                  ref_ev_nodes, ref_ev_states, mask, ev_nodes, ev_states, max_depth):
+    """The walk from state ``x`` reusing a shared automaton's walk (see ``TrieWalker._anchored``).
+
+    Root children whose next state is a pure state of the anchored DFA (rows
+    ``lo``..``lo + n_d``) keep the reference walk's tokens and events (states
+    renumbered through ``pure_of``); the others are cleared and walked
+    directly.  Returns the number of events, or -1 when no child is covered or
+    a reference event has no pure counterpart (the caller walks directly)."""
+    nrc = len(root_children)
+    cov = np.zeros(nrc, dtype=np.bool_)
+    xc = np.empty(nrc, dtype=np.int64)
+    n_cls = trans.shape[1]
+    flat = trans.ravel()
+    any_cov = False
+    for i in range(nrc):
+        v = np.int64(flat[np.int64(x) * n_cls + np.int64(classmap[np.int64(node_byte[root_children[i]])])])
+        xc[i] = v
+        if v >= lo and v < lo + n_d and pure[v - lo]:
+            cov[i] = True
+            any_cov = True
+    if not any_cov:
+        return -1
+    n_ev = 0
+    for e in range(len(ref_ev_nodes)):
+        if cov[top_of[ref_ev_nodes[e]]]:
+            ps = pure_of[ref_ev_states[e]]
+            if ps < 0:
+                return -1
+            ev_nodes[n_ev] = ref_ev_nodes[e]
+            ev_states[n_ev] = ps + lo
+            n_ev += 1
+    mask[:] = ref_mask
+    state_at = np.empty(max_depth + 2, dtype=np.int64)
+    for i in range(nrc):
+        if cov[i]:
+            continue
+        c = root_children[i]
+        for p in range(tok_ptr[c], tok_ptr[node_end[c]]):
             t = tok_ids[p]
             mask[t >> 5] &= ~(np.uint32(1) << np.uint32(t & 31))
+        if xc[i] >= 0:
+            n_ev = _walk_subtree(c, xc[i], node_byte, node_depth, node_end, node_word, node_bit, node_multi,
+                                 node_plain_below, tok_ptr, tok_ids, flat, n_cls, classmap, boundary, plain_loop, mask,
+                                 ev_nodes, ev_states, n_ev, state_at)
+        elif boundary[x] >= 0:
+            ev_nodes[n_ev] = c
+            ev_states[n_ev] = x
+            n_ev += 1
+    return n_ev
 
 
 @numba.njit(cache=True, nogil=True)
@@ -291,5 +343,5 @@ def warm_up_kernels(trie: "TokenTrie") -> None:
                          trie.tok_ptr[:2] * 0, trie.tok_ids[:0], trans, cm, b, np.zeros(1, dtype=np.uint8),
                          np.zeros(0, dtype=np.int32), mask, ev, ev, 1)
     advance_bytes(trans, cm, 0, np.zeros(1, dtype=np.uint8), 0)
-    clear_subtrees(trie.tok_ptr[:2] * 0, trie.tok_ids[:0], np.zeros(1, dtype=np.int32), np.zeros(0, dtype=np.int32),
-                   mask)
+    trie.anchored_walk(trans, cm, b, np.zeros(1, dtype=np.uint8), 0, 0, 1, np.zeros(1, dtype=np.bool_),
+                       np.zeros(1, dtype=np.int64), mask, ev[:0], ev[:0], mask.copy(), ev, ev)

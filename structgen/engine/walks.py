@@ -27,7 +27,7 @@ from collections import OrderedDict
 
 import numpy as np
 
-from .trie import TokenTrie, clear_subtrees, plain_loops
+from .trie import TokenTrie, plain_loops
 
 INSIDE_CACHE_ENTRIES = 8192
 CONT_CACHE_ENTRIES = 20000
@@ -273,36 +273,14 @@ class TrieWalker:
         from ``base[q]`` (its tokens and lexeme ends, renumbered); the other root children -- where
         a carve-out or another terminal is still alive -- are walked directly."""
         a, base, pure, pure_of = d.shadow  # -> (mask, event nodes, event states) or None
-        t = self.trie
-        rc = t.root_children
-        xc = trans[x, classmap[t.node_byte[rc]]]
-        in_d = (xc >= lo) & (xc < lo + d.n_states)
-        cov = np.zeros(len(rc), dtype=bool)
-        cov[in_d] = pure[xc[in_d] - lo]
-        if not cov.any():
-            return None
         ref = self.dfa_walk(a, int(base[q]))
-        keep = cov[t.top_of[ref.ev_nodes]]
-        ev_states = pure_of[ref.ev_states[keep]]
-        if (ev_states < 0).any():
-            return None  # a walk from a representative state left the states d shares with a
-        m = ref.mask.copy()
-        other = np.nonzero(~cov)[0]
-        if len(other):
-            clear_subtrees(t.tok_ptr, t.tok_ids, t.node_end, rc[other].astype(np.int32), m)
-        ev_n = [ref.ev_nodes[keep]]
-        ev_s = [(ev_states + lo).astype(np.int32)]
-        live = other[xc[other] >= 0]
-        if len(live):
-            n2, s2 = self._walk(owner, trans, classmap, boundary, rc[live].astype(np.int32),
-                                xc[live].astype(np.int32), m)
-            ev_n.append(n2)
-            ev_s.append(s2)
-        dead = other[xc[other] < 0]
-        if len(dead) and boundary[x] >= 0:
-            ev_n.append(rc[dead].astype(np.int32))
-            ev_s.append(np.full(len(dead), x, dtype=np.int32))
-        return m, np.concatenate(ev_n), np.concatenate(ev_s)
+        m = np.empty(self.n_words, dtype=np.uint32)
+        n = self.trie.anchored_walk(trans, classmap, boundary, _plain_loop(owner, trans, classmap), int(x), int(lo),
+                                    int(d.n_states), pure, pure_of, ref.mask, ref.ev_nodes, ref.ev_states, m,
+                                    self._ev_nodes, self._ev_states)
+        if n < 0:
+            return None
+        return m, self._ev_nodes[:n].copy(), self._ev_states[:n].copy()
 
     # -- continuation walks -------------------------------------------------------------------------
     def cont(self, gid: int, nodes: np.ndarray, lx2) -> Walk:

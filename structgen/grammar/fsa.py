@@ -471,7 +471,7 @@ def difference_literals(a: DFA, strings) -> DFA:
         # the bottom copy behaves exactly as ``a``: the engine walks ``a`` (cached across grammars)
         # for it and only re-walks where the trie part is still alive (structgen.engine.walks)
         base = np.concatenate([a_of_arr, np.arange(a.n_states)])[order]
-        pure = order >= T
+        pure = np.ascontiguousarray(order >= T, dtype=np.bool_)
         pure_of = np.full(a.n_states, -1, dtype=np.int64)
         pure_of[base[pure]] = np.nonzero(pure)[0]
         out.shadow = (a, base, pure, pure_of)

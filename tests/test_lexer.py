@@ -1,0 +1,59 @@
+"""The combined lexer: stepping its table equals running every terminal DFA at once."""
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from structgen.engine.lexer import LexerCore
+from structgen.errors import GrammarError
+from structgen.grammar.fsa import literal_dfa
+from structgen.grammar.json_strings import string_dfa, string_forms
+from structgen.grammar.fsa import difference_literals
+from structgen.grammar.regex import compile_regex
+
+PATTERNS = [r"[0-9]+", r"-?[0-9]+(\.[0-9]+)?", r"[a-z]+", r"true", r"null", r"\s+", r"ab|abc|abd", r"a*"]
+
+
+def _reference(dfas, data: bytes):
+    """Per-DFA states after ``data`` (-1 dead); the accepting members."""
+    states = [d.start for d in dfas]
+    for b in data:
+        states = [d.step(s, b) if s >= 0 else -1 for d, s in zip(dfas, states)]
+    return states, tuple(j for j, (d, s) in enumerate(zip(dfas, states)) if s >= 0 and d.accept[s])
+
+
+def _run(core, data: bytes):
+    s = 0
+    for b in data:
+        s = int(core.trans[s, core.classmap[b]])
+        if s < 0:
+            return -1
+    return s
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_core_steps_like_its_dfas(seed):
+    rng = random.Random(seed)
+    dfas = tuple(compile_regex(p) for p in rng.sample(PATTERNS, rng.randint(1, 5)))
+    dfas += (literal_dfa(b"ab"), string_dfa(), difference_literals(string_dfa(), string_forms(["ab", "b"])))
+    core = LexerCore(dfas)
+    alphabet = b'ab"c01.- \\e'
+    for _ in range(400):
+        data = bytes(rng.choice(alphabet) for _ in range(rng.randint(1, 7)))
+        states, accepting = _reference(dfas, data)
+        s = _run(core, data)
+        assert (s < 0) == all(x < 0 for x in states), data
+        if s >= 0:
+            assert core.acc_kinds[core.acc_key[s]] == accepting, data
+            assert core.substates(s) == tuple(states), data
+
+
+def test_core_with_no_dfas_and_state_cap(monkeypatch):
+    empty = LexerCore(())
+    assert empty.trans.shape == (1, 1) and empty.acc_kinds == [()]
+    import structgen.engine.lexer as lexer
+
+    monkeypatch.setattr(lexer, "MAX_LEXER_STATES", 10)
+    with pytest.raises(GrammarError, match="lexer too large"):
+        LexerCore((compile_regex("[a-z]{0,30}"), compile_regex("[a-m]{0,30}x")))
