@@ -66,11 +66,13 @@ class TokenTrie:
         self.root_children = np.nonzero(first)[0].astype(np.int32)
         self.top_of = (np.cumsum(first) - 1).astype(np.int32)
 
-    def walk_from_boundaries(self, trans, classmap, boundary, nodes, mask, ev_nodes, ev_states, plain_loop) -> int:
+    def walk_from_boundaries(self, trans, classmap, boundary, nodes, scratch, words, vals, ev_nodes, ev_states,
+                             plain_loop) -> tuple[int, int]:
         """Run :func:`walk_from_boundaries` over this trie."""
         return walk_from_boundaries(self.node_byte, self.node_depth, self.node_end, self.node_word, self.node_bit,
                                     self.node_multi, self.node_plain_below, self.tok_ptr, self.tok_ids, trans, classmap,
-                                    boundary, plain_loop, nodes, mask, ev_nodes, ev_states, self.max_depth)
+                                    boundary, plain_loop, nodes, scratch, words, vals, ev_nodes, ev_states,
+                                    self.max_depth)
 
     def anchored_walk(self, trans, classmap, boundary, plain_loop, x, lo, n_d, pure, pure_of, ref_mask, ref_ev_nodes,
                       ref_ev_states, mask, ev_nodes, ev_states) -> int:
@@ -236,8 +238,12 @@ def walk(node_byte, node_depth, node_end, node_word, node_bit, node_multi, node_
 
 @numba.njit(cache=True, nogil=True)
 def walk_from_boundaries(node_byte, node_depth, node_end, node_word, node_bit, node_multi, node_plain_below, tok_ptr,
-                         tok_ids, trans, classmap, boundary, plain_loop, nodes, mask, ev_nodes, ev_states, max_depth):
-    """:func:`walk` from lexeme boundaries: each node's byte starts a new lexeme (from state 0)."""
+                         tok_ids, trans, classmap, boundary, plain_loop, nodes, scratch, words, vals, ev_nodes, ev_states,
+                         max_depth):
+    """:func:`walk` from lexeme boundaries: each node's byte starts a new lexeme (from state 0).
+
+    The tokens are returned sparsely -- ``(word index, bits)`` pairs in ``words``/``vals`` --
+    and ``scratch`` (all zero on entry) is zero again on return.  Returns ``(events, pairs)``."""
     n_ev = 0
     state_at = np.empty(max_depth + 2, dtype=np.int64)
     flat = trans.ravel()
@@ -247,9 +253,17 @@ def walk_from_boundaries(node_byte, node_depth, node_end, node_word, node_bit, n
         st = flat[np.int64(classmap[np.int64(node_byte[r])])]
         if st >= 0:
             n_ev = _walk_subtree(r, st, node_byte, node_depth, node_end, node_word, node_bit, node_multi,
-                                 node_plain_below, tok_ptr, tok_ids, flat, n_cls, classmap, boundary, plain_loop, mask,
+                                 node_plain_below, tok_ptr, tok_ids, flat, n_cls, classmap, boundary, plain_loop, scratch,
                                  ev_nodes, ev_states, n_ev, state_at)
-    return n_ev
+    n_w = 0
+    for w in range(len(scratch)):
+        v = scratch[w]
+        if v:
+            words[n_w] = w
+            vals[n_w] = v
+            scratch[w] = 0
+            n_w += 1
+    return n_ev, n_w
 
 
 @numba.njit(cache=True, nogil=True)
@@ -341,7 +355,7 @@ def warm_up_kernels(trie: "TokenTrie") -> None:
     walk_from_boundaries(trie.node_byte[:1], trie.node_depth[:1], np.array([1], dtype=np.int32), trie.node_word[:1],
                          trie.node_bit[:1] * 0, trie.node_multi[:1] * 0, trie.node_plain_below[:1] * 0,
                          trie.tok_ptr[:2] * 0, trie.tok_ids[:0], trans, cm, b, np.zeros(1, dtype=np.uint8),
-                         np.zeros(0, dtype=np.int32), mask, ev, ev, 1)
+                         np.zeros(0, dtype=np.int32), mask, ev, mask[:1].copy(), ev, ev, 1)
     advance_bytes(trans, cm, 0, np.zeros(1, dtype=np.uint8), 0)
     trie.anchored_walk(trans, cm, b, np.zeros(1, dtype=np.uint8), 0, 0, 1, np.zeros(1, dtype=np.bool_),
                        np.zeros(1, dtype=np.int64), mask, ev[:0], ev[:0], mask.copy(), ev, ev)

@@ -168,6 +168,9 @@ class TrieWalker:
         self.n_words = (trie.vocab_size + 31) // 32
         self._ev_nodes = np.empty(trie.n_nodes + 1, dtype=np.int32)
         self._ev_states = np.empty(trie.n_nodes + 1, dtype=np.int32)
+        self._scratch = np.zeros(self.n_words, dtype=np.uint32)
+        self._words = np.empty(self.n_words, dtype=np.int32)
+        self._vals = np.empty(self.n_words, dtype=np.uint32)
 
     # -- the kernel call ------------------------------------------------------------------
     def _walk(self, owner, trans, classmap, boundary, roots, states, mask) -> tuple[np.ndarray, np.ndarray]:
@@ -289,12 +292,11 @@ class TrieWalker:
         key = (gid, id(core))
         hit = cont_cache.get(key, core)
         if hit is None:
-            sub = np.zeros(self.n_words, dtype=np.uint32)
-            n = self.trie.walk_from_boundaries(lx2.trans, lx2.classmap, lx2.boundary, nodes, sub, self._ev_nodes,
-                                               self._ev_states, _plain_loop(core, lx2.trans, lx2.classmap))
-            ev_n, ev_s = self._ev_nodes[:n].copy(), self._ev_states[:n].copy()
-            words = np.flatnonzero(sub).astype(np.int32)
-            hit = _core_walk_result(core, core, ev_n, ev_s, words=words, vals=sub[words])
+            n, nw = self.trie.walk_from_boundaries(lx2.trans, lx2.classmap, lx2.boundary, nodes, self._scratch,
+                                                   self._words, self._vals, self._ev_nodes, self._ev_states,
+                                                   _plain_loop(core, lx2.trans, lx2.classmap))
+            hit = _core_walk_result(core, core, self._ev_nodes[:n].copy(), self._ev_states[:n].copy(),
+                                    words=self._words[:nw].copy(), vals=self._vals[:nw].copy())
             cont_cache.put(key, hit)
         return hit
 
