@@ -62,6 +62,23 @@ def run_deep(fn):
     return box["value"]
 
 
+def _warm_up_string_automata(trie: TokenTrie) -> None:
+    """Build the string automata that long and length-bounded strings of every schema share
+    (chunk terminals and their depth classes, the counted walk of the vocabulary) as part of
+    the per-tokenizer set-up, instead of inside the first schema's first masks."""
+    from .engine.counted import counted_strings
+    from .engine.walks import CANON_MIN_STATES
+    from .grammar.json_strings import CHUNK_CHARS, chunk_terminals, tail_terminal
+
+    depth = trie.max_depth + 1
+    first, chunk = chunk_terminals()
+    for d in (first, chunk, tail_terminal(0, CHUNK_CHARS - 1, True), tail_terminal(1, CHUNK_CHARS - 1, True),
+              tail_terminal(0, CHUNK_CHARS - 1, False)):
+        if d.n_states >= CANON_MIN_STATES:
+            d.depth_classes(depth)
+    counted_strings(trie)
+
+
 class GrammarCompiler:
     """Compiles regexes, Lark grammars and JSON Schemas for one tokenizer."""
 
@@ -73,6 +90,7 @@ class GrammarCompiler:
         warm_up_kernels(self.trie)
         warm_up_fsa_kernels()
         warm_up_lexer_kernels()
+        _warm_up_string_automata(self.trie)
         self._cache: OrderedDict[tuple, CompiledGrammar] = OrderedDict()
         self._cache_size = cache_size
         self._lock = threading.Lock()
