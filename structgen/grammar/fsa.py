@@ -8,6 +8,8 @@ an accepting state, and a missing transition is ``-1`` (dead).
 """
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -420,7 +422,29 @@ def product(a: DFA, b: DFA, mode: str = "and") -> DFA:
 _PRODUCT_MODES = {"and": 0, "or": 1, "diff": 2}
 
 
+_DIFF_CACHE: "OrderedDict[tuple, tuple[DFA, DFA]]" = OrderedDict()
+_DIFF_CACHE_ENTRIES = 4096
+_DIFF_LOCK = threading.Lock()
+
+
 def difference_literals(a: DFA, strings) -> DFA:
+    """``a`` minus a finite set of byte strings (memoised: objects with the same defined keys,
+    in one schema or across schemas, share one "any other key" automaton and its walks)."""
+    key = (id(a), frozenset(strings))
+    with _DIFF_LOCK:
+        hit = _DIFF_CACHE.get(key)
+        if hit is not None and hit[0] is a:
+            _DIFF_CACHE.move_to_end(key)
+            return hit[1]
+    out = _difference_literals(a, key[1])
+    with _DIFF_LOCK:
+        _DIFF_CACHE[key] = (a, out)
+        if len(_DIFF_CACHE) > _DIFF_CACHE_ENTRIES:
+            _DIFF_CACHE.popitem(last=False)
+    return out
+
+
+def _difference_literals(a: DFA, strings) -> DFA:
     """``a`` minus a finite set of byte strings, without a general product.
 
     The product with a trie only ever pairs a trie node with the one state of
