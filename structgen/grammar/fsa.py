@@ -8,6 +8,7 @@ an accepting state, and a missing transition is ``-1`` (dead).
 """
 from __future__ import annotations
 
+import functools
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass, field
@@ -369,8 +370,15 @@ def literal_dfa(data: bytes) -> DFA:
 
 
 def literal_set_dfa(strings) -> DFA:
-    """Exactly the given byte strings: the trie itself is the DFA (built directly)."""
-    strings = sorted(set(strings))
+    """Exactly the given byte strings: the trie itself is the DFA (built directly).
+
+    One shared DFA per set of strings: equal literals in different grammars are then the
+    same terminal automaton, so lexer cores and trie walks built for one serve the others."""
+    return _literal_set_dfa(tuple(sorted(set(strings))))
+
+
+@functools.lru_cache(maxsize=16384)
+def _literal_set_dfa(strings: tuple[bytes, ...]) -> DFA:
     if not strings:
         return empty_dfa()
     used = sorted({b for x in strings for b in x})

@@ -137,14 +137,9 @@ def string_forms(values: list[str]) -> list[bytes]:
 
 
 def literal_strings(values: list[str]) -> DFA:
-    """Exactly the given strings (see :func:`string_forms`); one shared DFA per set of values,
-    so that lexers and trie walks of equal keys or enums are shared across schemas."""
-    return _literal_strings(tuple(values))
-
-
-@functools.lru_cache(maxsize=8192)
-def _literal_strings(values: tuple[str, ...]) -> DFA:
-    return literal_set_dfa(string_forms(list(values)))
+    """Exactly the given strings (see :func:`string_forms`); one shared DFA per set of values
+    (:func:`~structgen.grammar.fsa.literal_set_dfa`), so equal keys and enums share lexers and walks."""
+    return literal_set_dfa(string_forms(values))
 
 
 @functools.lru_cache(maxsize=None)
