@@ -35,6 +35,25 @@ CONT_CACHE_ENTRIES = 20000
 CANON_MIN_STATES = 400
 
 _group_ids = itertools.count(1)
+_gid_lock = threading.Lock()
+_gid_by_nodes: OrderedDict = OrderedDict()  # boundary node set (bytes) -> group id
+GROUP_ID_ENTRIES = 50000
+
+
+def group_id(nodes: np.ndarray) -> int:
+    """One id per set of boundary nodes, whichever walk found it: continuation walks only
+    depend on the nodes and the next lexer, so e.g. every character position of a string
+    that ends lexemes at the same nodes shares them."""
+    key = nodes.tobytes()
+    with _gid_lock:
+        gid = _gid_by_nodes.get(key)
+        if gid is None:
+            gid = _gid_by_nodes[key] = next(_group_ids)
+            if len(_gid_by_nodes) > GROUP_ID_ENTRIES:
+                _gid_by_nodes.popitem(last=False)
+        else:
+            _gid_by_nodes.move_to_end(key)
+        return gid
 _sig_lock = threading.Lock()
 _sig_codes: dict[tuple, int] = {}
 _sig_list: list[tuple] = []
@@ -88,10 +107,11 @@ class Walk:
             if len(sigs):
                 first = int(sigs[0])
                 if (sigs == first).all():
-                    out.append((first, next(_group_ids), self.ev_nodes))
+                    out.append((first, group_id(self.ev_nodes), self.ev_nodes))
                 else:
                     for k in np.unique(sigs).tolist():
-                        out.append((k, next(_group_ids), self.ev_nodes[sigs == k]))
+                        nodes = self.ev_nodes[sigs == k]
+                        out.append((k, group_id(nodes), nodes))
             self._groups = out
         return out
 
