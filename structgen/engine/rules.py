@@ -92,16 +92,31 @@ def _build(nfa: _SymNFA, e: Expr, a: int, b: int, resolve) -> None:
 
 
 def _determinize(nfa: _SymNFA, start: int, final: int) -> tuple[list[bool], list[dict[tuple[str, int], int]]]:
+    eps = nfa.eps
+    single: dict[int, frozenset] = {}
+
+    def closure1(s: int) -> frozenset:
+        hit = single.get(s)
+        if hit is None:
+            stack = [s]
+            seen = {s}
+            while stack:
+                x = stack.pop()
+                for t in eps[x]:
+                    if t not in seen:
+                        seen.add(t)
+                        stack.append(t)
+            hit = single[s] = frozenset(seen)
+        return hit
+
     def closure(states):
-        stack = list(states)
-        seen = set(stack)
-        while stack:
-            s = stack.pop()
-            for t in nfa.eps[s]:
-                if t not in seen:
-                    seen.add(t)
-                    stack.append(t)
-        return frozenset(seen)
+        if len(states) == 1:
+            for s in states:
+                return closure1(s)
+        out: set = set()
+        for s in states:
+            out |= closure1(s)
+        return frozenset(out)
 
     s0 = closure([start])
     index = {s0: 0}

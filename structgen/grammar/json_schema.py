@@ -1275,24 +1275,31 @@ class _Compiler:
         def sid(seen: int, c: int) -> int:
             return seen * (C + 1) + c
 
+        # one COMMA edge per state into a "after the comma" twin (S * (C + 1) onward), then the
+        # members: the rule automaton stays deterministic on its first symbol, small to build
         moves = [(bit.get(k, 0), e) for k, e in members] + ([(0, add_member)] if add_member is not None else [])
+        twin = S * (C + 1)
         edges = []
         for seen in range(S):
             for c in range(C + 1):
                 if maxp is not None and c >= maxp:
                     continue
                 nc = min(c + 1, C)
+                src = sid(seen, c)
+                if c > 0:
+                    edges.append((src, self.COMMA, twin + src))
+                    src = twin + src
                 for b, e in moves:
                     if b and seen & b:
                         continue
-                    edges.append((sid(seen, c), e if c == 0 else seq(self.COMMA, e), sid(seen | b, nc)))
+                    edges.append((src, e, sid(seen | b, nc)))
         req_bits = sum(bit[k] for k in required if k in bit)
         finals = tuple(sid(seen, c) for seen in range(S) for c in range(C + 1)
                        if c >= minp and seen & req_bits == req_bits
                        and all(_eval_presence(pr, {k for k in watched if seen & bit[k]}) for pr in presence))
         if not finals:
             return None
-        return Graph(S * (C + 1), tuple(edges), sid(0, 0), finals)
+        return Graph(2 * S * (C + 1), tuple(edges), sid(0, 0), finals)
 
     def additional_node(self, n: _Node) -> _Node:
         s = n.schema
