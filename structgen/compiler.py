@@ -22,7 +22,8 @@ from .grammar.ir import GrammarIR, Repeat, Sym
 from .grammar.lark import lark_to_ir, load_lark_text
 from .grammar.regex import compile_regex
 
-GRAMMAR_CACHE_ENTRIES = 256
+#: compiled grammars kept for reuse; each holds its parser states and up to MASK_CACHE_ENTRIES masks
+GRAMMAR_CACHE_ENTRIES = 64
 DEEP_STACK_BYTES = 512 * 1024 * 1024
 DEEP_RECURSION_LIMIT = 100_000
 

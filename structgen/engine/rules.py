@@ -22,7 +22,7 @@ class RuleAutomaton:
     name: str
     final: list[bool]
     term_edges: list[dict[int, int]]  # terminal id -> next state
-    nt_edges: list[list[tuple[int, int]]]  # (rule id, next state)
+    nt_edges: list[tuple[tuple[int, int], ...]]  # (rule id, next state); tuples of ints: untracked by the GC
     cost: list[float] = field(default_factory=list)  # min bytes from state to final
 
     @property
@@ -165,7 +165,7 @@ def build_rule_automata(ir: GrammarIR, term_index: dict[str, int]) -> tuple[list
                 n,
                 final,
                 [{i: t for (k, i), t in row.items() if k == "t"} for row in rows],
-                [[(i, t) for (k, i), t in row.items() if k == "r"] for row in rows],
+                [tuple((i, t) for (k, i), t in row.items() if k == "r") for row in rows],
             )
         )
     _trim(autos, ir.start, rule_index)
@@ -202,7 +202,7 @@ def _trim(autos: list[RuleAutomaton], start: str, rule_index: dict[str, int]) ->
     if not productive[rule_index[start]]:
         raise GrammarError(f"the grammar derives no string (rule {start!r} cannot complete)")
     for a in autos:
-        a.nt_edges = [[(n, t) for n, t in edges if productive[n]] for edges in a.nt_edges]
+        a.nt_edges = [tuple((n, t) for n, t in edges if productive[n]) for edges in a.nt_edges]
         # co-reachability of final inside the rule (backward search)
         n = a.n_states
         preds: list[list[int]] = [[] for _ in range(n)]
@@ -221,7 +221,7 @@ def _trim(autos: list[RuleAutomaton], start: str, rule_index: dict[str, int]) ->
                     stack.append(st)
         if not all(live):
             a.term_edges = [{k: t for k, t in d.items() if live[t]} for d in a.term_edges]
-            a.nt_edges = [[(r, t) for r, t in e if live[t]] for e in a.nt_edges]
+            a.nt_edges = [tuple((r, t) for r, t in e if live[t]) for e in a.nt_edges]
 
 
 def _nullable(autos: list[RuleAutomaton]) -> list[bool]:
