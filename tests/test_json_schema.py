@@ -304,3 +304,36 @@ def test_any_property_order(comp):
     assert accepts_text(comp, many, '{"p11": 1, "p3": 2, "p0": 3}', **kw)
     assert not accepts_text(comp, many, '{"p3": 2}', **kw)
     assert not accepts_text(comp, many, '{"p11": 1, "x": 2}', **kw)
+
+
+def test_deep_nesting_compiles_on_the_compile_thread(comp):
+    """Deeply nested schemas recurse deeply: they compile on the large-stack compile thread
+    (from any caller thread, concurrently), and past the limit fail with a SchemaError."""
+    import threading
+
+    from structgen.errors import SchemaError
+
+    def nested(depth: int) -> dict:
+        s: dict = {"type": "integer"}
+        for _ in range(depth):
+            s = {"type": "array", "items": s, "maxItems": 1}
+        return s
+
+    results: dict = {}
+
+    def work(key, depth):
+        try:
+            g = comp.compile_json_schema(nested(depth))
+            m = Matcher(g)
+            results[key] = m.accept_string("[" * depth + "1" + "]" * depth) and m.is_accepting()
+        except Exception as e:  # noqa: BLE001 - reported below
+            results[key] = e
+
+    threads = [threading.Thread(target=work, args=(i, 600 + i)) for i in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert results == {0: True, 1: True}
+    with pytest.raises(SchemaError, match="nested too deeply"):
+        comp.compile_json_schema(nested(60_000))

@@ -194,9 +194,8 @@ def fast_metaschema_ok(schema: Any, metaschema_uri: str) -> bool:
     if entry is None:
         return False
     table, booleans_allowed = entry
-    depth = [0]
 
-    def walk(s: Any) -> bool:
+    def walk(s: Any) -> bool:  # recursion as deep as the schema: compiles run on a large stack
         if isinstance(s, bool):
             return booleans_allowed
         if not isinstance(s, dict):
@@ -204,16 +203,10 @@ def fast_metaschema_ok(schema: Any, metaschema_uri: str) -> bool:
         if table is _DRAFT4 and (("exclusiveMaximum" in s and "maximum" not in s)
                                  or ("exclusiveMinimum" in s and "minimum" not in s)):
             return False
-        depth[0] += 1
-        if depth[0] > 200:  # let jsonschema deal with absurd nesting
-            return False
-        try:
-            for k, v in s.items():
-                check = table.get(k)
-                if check is not None and not check(v, walk):
-                    return False
-            return True
-        finally:
-            depth[0] -= 1
+        for k, v in s.items():
+            check = table.get(k)
+            if check is not None and not check(v, walk):
+                return False
+        return True
 
     return walk(schema)
