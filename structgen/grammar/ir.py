@@ -64,10 +64,13 @@ def seq(*items: Expr) -> Expr:
 
 def alt(*items: Expr) -> Expr:
     flat: list[Expr] = []
+    seen: set = set()
     for it in items:
         if isinstance(it, Alt):
             flat.extend(it.items)
-        elif it not in flat:
+            seen.update(it.items)
+        elif it not in seen:
+            seen.add(it)
             flat.append(it)
     return flat[0] if len(flat) == 1 else Alt(tuple(flat))
 

@@ -532,6 +532,11 @@ class _Compiler:
             return _NOT_FINITE
         if not keep:
             return None
+        strs = [v for v in keep if isinstance(v, str)]
+        if len(strs) > ENUM_STRINGS_AS_ONE_TERMINAL:
+            # one literal-set terminal: a lexer over thousands of one-string terminals would not fit
+            rest = [self.const_expr(v) for v in keep if not isinstance(v, str)]
+            return alt(self.term(("strs", tuple(strs)), literal_strings(strs), "LIT"), *rest)
         return alt(*[self.const_expr(v) for v in keep])
 
     def finite_candidates(self, nodes: list[_Node]):
@@ -552,7 +557,7 @@ class _Compiler:
                     raise SchemaError("enum is empty: no value is allowed", pointer=f"{n.ptr}/enum")
             else:
                 continue
-            candidates = list(vals) if candidates is None else [v for v in candidates if _json_in(v, vals)]
+            candidates = list(vals) if candidates is None else _json_filter(candidates, vals)
         if candidates is None:
             return _NOT_FINITE
         presence = [p for n in nodes if isinstance(n.schema, dict) for p in n.schema.get("__presence__", [])]
@@ -722,7 +727,7 @@ class _Compiler:
             elif isinstance(s.get("enum"), list):
                 vals = list(s["enum"])
             if vals is not None:
-                sig["values"] = vals if sig["values"] is None else [v for v in sig["values"] if _json_in(v, vals)]
+                sig["values"] = vals if sig["values"] is None else _json_filter(sig["values"], vals)
             req = set(s.get("required", []) or [])
             sig["required"] |= req
             for p, ps in (s.get("properties") or {}).items():
@@ -1459,7 +1464,7 @@ def _simple_valid(value, schema) -> bool:
         vt = _json_type(value)
         if not (vt in ts or (vt == "integer" and "number" in ts)):
             return False
-    if "enum" in schema and not _json_in(value, schema["enum"]):
+    if "enum" in schema and not _in_enum(value, schema["enum"]):
         return False
     if "const" in schema and not _json_eq(value, schema["const"]):
         return False
@@ -1467,6 +1472,8 @@ def _simple_valid(value, schema) -> bool:
 
 
 _NOT_FINITE = object()
+#: Enums with more strings than this lex them with one literal-set terminal (one per string below).
+ENUM_STRINGS_AS_ONE_TERMINAL = 64
 #: uniqueItems is compiled for item sets up to this size (one automaton state per subset).
 MAX_UNIQUE_VALUES = 8
 #: The JSON type a keyword constrains (values of other types satisfy it vacuously).
@@ -1552,14 +1559,52 @@ def _json_eq(a, b) -> bool:
     return type(a) is type(b) and a == b
 
 
+def _json_key(v):
+    """A hashable key equal for JSON-equal values (1 == 1.0, true != 1, key order ignored)."""
+    if isinstance(v, bool):
+        return ("b", v)
+    if isinstance(v, (int, float)):
+        return ("n", int(v) if isinstance(v, float) and v.is_integer() else v)
+    if isinstance(v, list):
+        return ("l", tuple(_json_key(x) for x in v))
+    if isinstance(v, dict):
+        return ("d", frozenset((k, _json_key(x)) for k, x in v.items()))
+    return (type(v).__name__, v)
+
+
 def _json_in(v, vals) -> bool:
     return any(_json_eq(v, x) for x in vals)
 
 
+_ENUM_KEYS: dict[int, tuple[list, frozenset]] = {}
+
+
+def _in_enum(v, enum: list) -> bool:
+    """``v`` JSON-equal to a member of ``enum`` (key sets memoised per list: checking every
+    member of a 20,000-value enum against it must stay linear)."""
+    if len(enum) < 16:
+        return _json_in(v, enum)
+    hit = _ENUM_KEYS.get(id(enum))
+    if hit is None or hit[0] is not enum:
+        if len(_ENUM_KEYS) > 256:
+            _ENUM_KEYS.clear()
+        hit = _ENUM_KEYS[id(enum)] = (enum, frozenset(_json_key(x) for x in enum))
+    return _json_key(v) in hit[1]
+
+
+def _json_filter(values: list, allowed: list) -> list:
+    """The members of ``values`` JSON-equal to some member of ``allowed`` (linear time)."""
+    keys = {_json_key(x) for x in allowed}
+    return [v for v in values if _json_key(v) in keys]
+
+
 def _dedupe(vals: list) -> list:
     out: list = []
+    seen: set = set()
     for v in vals:
-        if not _json_in(v, out):
+        k = _json_key(v)
+        if k not in seen:
+            seen.add(k)
             out.append(v)
     return out
 
