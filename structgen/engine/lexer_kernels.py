@@ -40,6 +40,40 @@ def _hash(js, ss, m):
     return h
 
 
+@numba.njit(cache=True, nogil=True, inline="always")
+def _probe(slots, hashes, ptr, have_a, have_b, want_a, want_b, m, h):
+    """Open-addressing lookup of the entry list ``want_*[:m]`` (hash ``h``) among rows
+    ``have_*[ptr[r]:ptr[r+1]]``: ``(row or -1, free slot)``."""
+    tsize = len(slots)
+    slot = np.int64(h & np.uint64(tsize - 1))
+    while True:
+        r = slots[slot]
+        if r < 0:
+            return -1, slot
+        if hashes[r] == h and ptr[r + 1] - ptr[r] == m:
+            same = True
+            base = ptr[r]
+            for q in range(m):
+                if have_a[base + q] != want_a[q] or have_b[base + q] != want_b[q]:
+                    same = False
+                    break
+            if same:
+                return r, slot
+        slot = (slot + 1) & (tsize - 1)
+
+
+@numba.njit(cache=True, nogil=True)
+def _rehash(hashes, n, tsize):
+    """A fresh slot table of ``tsize`` for rows ``0..n`` (kept at most half full)."""
+    slots = np.full(tsize, -1, dtype=np.int64)
+    for r in range(n):
+        s2 = np.int64(hashes[r] & np.uint64(tsize - 1))
+        while slots[s2] >= 0:
+            s2 = (s2 + 1) & (tsize - 1)
+        slots[s2] = r
+    return slots
+
+
 @numba.njit(cache=True, nogil=True)
 def explore_product(table, row_off, starts, max_states):
     """Breadth-first product of DFAs that share byte classes.
@@ -96,23 +130,7 @@ def explore_product(table, row_off, starts, max_states):
                 single_s[i, c] = ns[0]
                 continue
             h = _hash(nj, ns, a)
-            slot = np.int64(h & np.uint64(tsize - 1))
-            found = -1
-            while True:
-                r = slots[slot]
-                if r < 0:
-                    break
-                if hashes[r] == h and ptr[r + 1] - ptr[r] == a:
-                    same = True
-                    base = ptr[r]
-                    for q in range(a):
-                        if ent_j[base + q] != nj[q] or ent_s[base + q] != ns[q]:
-                            same = False
-                            break
-                    if same:
-                        found = r
-                        break
-                slot = (slot + 1) & (tsize - 1)
+            found, slot = _probe(slots, hashes, ptr, ent_j, ent_s, nj, ns, a, h)
             if found < 0:
                 if n >= max_states:
                     return -1, ptr, ent_j, ent_s, trans, single_j, single_s
@@ -139,12 +157,7 @@ def explore_product(table, row_off, starts, max_states):
                 n += 1
                 if 2 * n > tsize:  # rehash at half load
                     tsize *= 2
-                    slots = np.full(tsize, -1, dtype=np.int64)
-                    for r in range(n):
-                        s2 = np.int64(hashes[r] & np.uint64(tsize - 1))
-                        while slots[s2] >= 0:
-                            s2 = (s2 + 1) & (tsize - 1)
-                        slots[s2] = r
+                    slots = _rehash(hashes, n, tsize)
             trans[i, c] = found
         i += 1
     return n, ptr[:n + 1], ent_j[:ptr[n]], ent_s[:ptr[n]], trans[:n], single_j[:n], single_s[:n]
@@ -162,21 +175,9 @@ def _intern_members(mem, m, kind_ptr, kind_mem, n_kinds, slots, hashes):
     """Kind id of the member list ``mem[:m]`` (interned in ``kind_*``; grows them as needed)."""
     h = _hash(mem, mem, m)
     tsize = len(slots)
-    slot = np.int64(h & np.uint64(tsize - 1))
-    while True:
-        r = slots[slot]
-        if r < 0:
-            break
-        if hashes[r] == h and kind_ptr[r + 1] - kind_ptr[r] == m:
-            same = True
-            base = kind_ptr[r]
-            for q in range(m):
-                if kind_mem[base + q] != mem[q]:
-                    same = False
-                    break
-            if same:
-                return r, kind_ptr, kind_mem, n_kinds, slots, hashes
-        slot = (slot + 1) & (tsize - 1)
+    found, slot = _probe(slots, hashes, kind_ptr, kind_mem, kind_mem, mem, mem, m, h)
+    if found >= 0:
+        return found, kind_ptr, kind_mem, n_kinds, slots, hashes
     r = n_kinds
     if r + 2 > len(kind_ptr):
         kind_ptr = _grow1(kind_ptr, 2 * len(kind_ptr))
@@ -191,13 +192,7 @@ def _intern_members(mem, m, kind_ptr, kind_mem, n_kinds, slots, hashes):
     slots[slot] = r
     n_kinds += 1
     if 2 * n_kinds > tsize:
-        tsize *= 2
-        slots = np.full(tsize, -1, dtype=np.int64)
-        for x in range(n_kinds):
-            s2 = np.int64(hashes[x] & np.uint64(tsize - 1))
-            while slots[s2] >= 0:
-                s2 = (s2 + 1) & (tsize - 1)
-            slots[s2] = x
+        slots = _rehash(hashes, n_kinds, 2 * tsize)
     return r, kind_ptr, kind_mem, n_kinds, slots, hashes
 
 

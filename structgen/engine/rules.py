@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ..errors import GrammarError
+from ..grammar.fsa import epsilon_closure
 from ..grammar.ir import Alt, Expr, GrammarIR, Graph, Repeat, Seq, Sym
 
 MAX_RULE_NFA_STATES = 200_000
@@ -98,15 +99,7 @@ def _determinize(nfa: _SymNFA, start: int, final: int) -> tuple[list[bool], list
     def closure1(s: int) -> frozenset:
         hit = single.get(s)
         if hit is None:
-            stack = [s]
-            seen = {s}
-            while stack:
-                x = stack.pop()
-                for t in eps[x]:
-                    if t not in seen:
-                        seen.add(t)
-                        stack.append(t)
-            hit = single[s] = frozenset(seen)
+            hit = single[s] = epsilon_closure(eps, s)
         return hit
 
     def closure(states):

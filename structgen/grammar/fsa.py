@@ -222,19 +222,7 @@ def determinize(nfa: NFA) -> DFA:
     def one(s0: int) -> frozenset[int]:
         c = state_closure.get(s0)
         if c is None:
-            if not eps[s0]:
-                c = frozenset((s0,))
-            else:
-                stack = [s0]
-                seen_s = {s0}
-                while stack:
-                    s = stack.pop()
-                    for t in eps[s]:
-                        if t not in seen_s:
-                            seen_s.add(t)
-                            stack.append(t)
-                c = frozenset(seen_s)
-            state_closure[s0] = c
+            c = state_closure[s0] = epsilon_closure(eps, s0)
         return c
 
     def closure(states) -> frozenset[int]:
@@ -288,6 +276,21 @@ def determinize(nfa: NFA) -> DFA:
 
 
 MINIMIZE_MAX_STATES = 20_000
+
+
+def epsilon_closure(eps: list, s0: int) -> frozenset:
+    """States reachable from ``s0`` through epsilon edges (``eps[s]``: targets of ``s``)."""
+    if not eps[s0]:
+        return frozenset((s0,))
+    stack = [s0]
+    seen = {s0}
+    while stack:
+        s = stack.pop()
+        for t in eps[s]:
+            if t not in seen:
+                seen.add(t)
+                stack.append(t)
+    return frozenset(seen)
 
 
 def minimize(dfa: DFA) -> DFA:
