@@ -62,6 +62,18 @@ def _dist_version(dist: str) -> str:
         return "unknown"
 
 
+def modules_available(modules: Sequence[str]) -> tuple[bool, str]:
+    """(all importable?, reason when not) without importing them (``find_spec`` only): an
+    engine's availability is decided in the parent process, which must not load the engine."""
+    for mod in modules:
+        try:
+            if importlib.util.find_spec(mod) is None:
+                return False, f"module {mod!r} is not installed"
+        except (ImportError, ValueError) as e:  # a parent package fails to import
+            return False, f"module {mod!r} cannot be imported: {e!r}"
+    return True, ""
+
+
 class MaskEngine:
     """Base class of the benchmark adapters (see the module docstring).
 
@@ -87,13 +99,7 @@ class MaskEngine:
     @classmethod
     def available(cls) -> tuple[bool, str]:
         """(installed?, reason when not); uses ``find_spec`` only."""
-        for mod in cls.modules:
-            try:
-                if importlib.util.find_spec(mod) is None:
-                    return False, f"module {mod!r} is not installed"
-            except (ImportError, ValueError) as e:  # a parent package fails to import
-                return False, f"module {mod!r} cannot be imported: {e!r}"
-        return True, ""
+        return modules_available(cls.modules)
 
     @classmethod
     def version(cls) -> str:

@@ -39,7 +39,6 @@ where ``n_tokens`` counts every sampled token including the final EOS.
 from __future__ import annotations
 
 import dataclasses
-import importlib.util
 import json
 import os
 import time
@@ -47,7 +46,8 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from .engines import CompileError, MaskEngine, _dist_version, get_engine_class, lookup_engine, mask_bit
+from .engines import (CompileError, MaskEngine, _dist_version, get_engine_class, lookup_engine, mask_bit,
+                      modules_available)
 
 __all__ = [
     "GenEngine",
@@ -176,13 +176,7 @@ class GenEngine:
 
     @classmethod
     def available(cls) -> tuple[bool, str]:
-        for mod in cls.modules:
-            try:
-                if importlib.util.find_spec(mod) is None:
-                    return False, f"module {mod!r} is not installed"
-            except (ImportError, ValueError) as e:
-                return False, f"module {mod!r} cannot be imported: {e!r}"
-        return True, ""
+        return modules_available(cls.modules)
 
     @classmethod
     def version(cls) -> str:

@@ -9,9 +9,10 @@ re-entered, so "at a lexeme start" is simply ``state == 0``.
 The product is explored only while two or more terminals are alive; once a
 single terminal remains, the lexer jumps into a copy of that terminal's own
 table, so a 4,000-state ``maxLength`` string costs a table copy, not a search.
-Cores are shared between grammars (keyed by the terminal DFAs themselves) and
-carry the per-state "inside the lexeme" mask cache, so schemas that reuse a
-string or number shape reuse its masks too.
+Cores are shared between grammars (keyed by the terminal DFAs themselves), and
+the trie walks behind their masks are cached by the automata they depend on
+(``structgen.engine.walks``), so schemas that reuse a string or number shape
+reuse its walks too.
 """
 from __future__ import annotations
 
@@ -35,8 +36,6 @@ class LexerCore:
     def __init__(self, dfas: tuple[DFA, ...]):
         self.dfas = dfas
         k = len(dfas)
-        self.inside_cache: dict = {}
-        self.lock = threading.Lock()
         if k == 0:
             self.trans = np.full((1, 1), -1, dtype=np.int32)
             self.classmap = np.zeros(256, dtype=np.int32)
