@@ -24,10 +24,21 @@ import numpy as np
 from ..errors import GrammarError
 from ..grammar.fsa import DFA
 from .lexer_kernels import build_core
+from .trie import PLAIN_BYTES
 from .walks import signature, signature_ids
 
 MAX_LEXER_STATES = 200_000
 CORE_CACHE_ENTRIES = 2048
+
+
+def _kernel_parts(d: DFA) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """A DFA's table, classmap and accepting flags in the kernel's flat dtypes (cached on the DFA)."""
+    parts = d.__dict__.get("_kernel_parts")
+    if parts is None:
+        parts = (np.ascontiguousarray(d.trans, dtype=np.int32).reshape(-1),
+                 np.ascontiguousarray(d.classmap, dtype=np.int32), np.ascontiguousarray(d.accept, dtype=np.bool_))
+        d._kernel_parts = parts
+    return parts
 
 
 class LexerCore:
@@ -47,25 +58,23 @@ class LexerCore:
             self._accept_nothing()
             self._finish()
             return
-        n_st = np.array([d.n_states for d in dfas], dtype=np.int64)
-        widths = np.array([d.n_classes for d in dfas], dtype=np.int64)
-        st_off = np.zeros(k, dtype=np.int64)
-        np.cumsum(n_st[:-1], out=st_off[1:])
-        raw_off = np.zeros(k, dtype=np.int64)
-        np.cumsum((n_st * widths)[:-1], out=raw_off[1:])
-        raw = np.concatenate([d.trans.reshape(-1) for d in dfas]).astype(np.int32, copy=False)
-        cms = np.stack([d.classmap for d in dfas]).astype(np.int32, copy=False)
-        acc = np.concatenate([d.accept for d in dfas]).astype(np.bool_, copy=False)
-        starts = np.array([d.start for d in dfas], dtype=np.int32)
+        parts = [_kernel_parts(d) for d in dfas]
+        if k == 1:
+            raw, cms, acc = parts[0]
+        else:
+            raw = np.concatenate([p[0] for p in parts])
+            cms = np.concatenate([p[1] for p in parts])
+            acc = np.concatenate([p[2] for p in parts])
+        meta = np.array([(d.n_states, d.n_classes, d.start) for d in dfas], dtype=np.int64)
         (total, classmap, trans, acc_key, kind_ptr, kind_mem, n_kinds, n_prod, ptr, ent_j, ent_s,
-         block_off) = build_core(raw, raw_off, widths, cms, acc, st_off, n_st, starts, MAX_LEXER_STATES)
+         block_off, plain_loop) = build_core(raw, cms, acc, meta, PLAIN_BYTES, MAX_LEXER_STATES)
         if total < 0:
             raise GrammarError(f"lexer too large (over {MAX_LEXER_STATES} states)")
         self._n_prod = n_prod
         self._ptr, self._ent_j, self._ent_s = ptr, ent_j, ent_s
-        used = np.nonzero(block_off >= 0)[0].tolist()
-        self.blocks = [(int(block_off[j]), j) for j in used]
-        self.block_start = dict((j, off) for off, j in self.blocks)
+        self.blocks = [(off, j) for j, off in enumerate(block_off.tolist()) if off >= 0]
+        self.block_start = {j: off for off, j in self.blocks}
+        self._plain_loop = plain_loop  # what trie walks read (see walks._plain_loop)
         self.trans = trans
         self.classmap = classmap
         # accepting members per state (indices into dfas), as keys into acc_kinds

@@ -165,9 +165,8 @@ def explore_product(table, row_off, starts, max_states):
 
 def warm_up_lexer_kernels() -> None:
     """Load (or compile, once per installation) the kernels ahead of the first lexer."""
-    one = np.ones(1, dtype=np.int64)
-    build_core(np.full(1, -1, dtype=np.int32), np.zeros(1, dtype=np.int64), one, np.zeros((1, 256), dtype=np.int32),
-               np.zeros(1, dtype=np.bool_), np.zeros(1, dtype=np.int64), one, np.zeros(1, dtype=np.int32), 8)
+    build_core(np.full(1, -1, dtype=np.int32), np.zeros(256, dtype=np.int32), np.zeros(1, dtype=np.bool_),
+               np.array([[1, 1, 0]], dtype=np.int64), np.zeros(256, dtype=np.bool_), 8)
 
 
 @numba.njit(cache=True, nogil=True)
@@ -197,15 +196,33 @@ def _intern_members(mem, m, kind_ptr, kind_mem, n_kinds, slots, hashes):
 
 
 @numba.njit(cache=True, nogil=True)
-def build_core(raw, raw_off, widths, cms, acc, st_off, n_st, starts, max_states):
+def build_core(raw, cms_flat, acc, meta, plain, max_states):
     """The whole combined-lexer table for DFAs given as flat arrays (see ``LexerCore``).
 
-    Merges the byte classes, gathers each DFA's columns, explores the product
+    ``raw``/``cms_flat``/``acc`` concatenate each DFA's flattened table, 256-entry
+    classmap and accepting flags; ``meta[j] = (states, classes, start)``.  Merges
+    the byte classes, gathers each DFA's columns, explores the product
     (:func:`explore_product`), appends a copy of each DFA that ends up alone,
-    and labels every state with its accepting members (interned member lists).
+    labels every state with its accepting members (interned member lists) and
+    flags the states that loop on every ``plain`` byte (what trie walks skip).
     Returns ``(total, classmap, trans, acc_key, kind_ptr, kind_mem, n_kinds,
-    n_prod, ptr, ent_j, ent_s, block_off)``; ``total`` is -1 past ``max_states``."""
-    k = len(starts)
+    n_prod, ptr, ent_j, ent_s, block_off, plain_loop)``; ``total`` is -1 past
+    ``max_states``.  One call with small arguments: a new lexer costs one
+    dispatch, not a dozen numpy calls."""
+    k = meta.shape[0]
+    n_st = np.empty(k, dtype=np.int64)
+    widths = np.empty(k, dtype=np.int64)
+    starts = np.empty(k, dtype=np.int32)
+    st_off = np.zeros(k, dtype=np.int64)
+    raw_off = np.zeros(k, dtype=np.int64)
+    cms = cms_flat.reshape((k, 256))
+    for j in range(k):
+        n_st[j] = meta[j, 0]
+        widths[j] = meta[j, 1]
+        starts[j] = meta[j, 2]
+        if j + 1 < k:
+            st_off[j + 1] = st_off[j] + n_st[j]
+            raw_off[j + 1] = raw_off[j] + n_st[j] * widths[j]
     # 1. merged byte classes: bytes with the same class in every DFA
     classmap = np.empty(256, dtype=np.int32)
     rep = np.empty(256, dtype=np.int64)
@@ -255,7 +272,7 @@ def build_core(raw, raw_off, widths, cms, acc, st_off, n_st, starts, max_states)
     block_off = np.full(k, -1, dtype=np.int64)
     if n_prod < 0:
         return (-1, classmap, table[:0], np.zeros(0, dtype=np.int32), np.zeros(1, dtype=np.int64),
-                np.zeros(0, dtype=np.int32), 0, n_prod, ptr, ent_j, ent_s, block_off)
+                np.zeros(0, dtype=np.int32), 0, n_prod, ptr, ent_j, ent_s, block_off, np.zeros(0, dtype=np.uint8))
     for i in range(n_prod):
         for c in range(n_cls):
             if single_j[i, c] >= 0:
@@ -267,7 +284,7 @@ def build_core(raw, raw_off, widths, cms, acc, st_off, n_st, starts, max_states)
             total += n_st[j]
     if total > max_states:
         return (-1, classmap, table[:0], np.zeros(0, dtype=np.int32), np.zeros(1, dtype=np.int64),
-                np.zeros(0, dtype=np.int32), 0, n_prod, ptr, ent_j, ent_s, block_off)
+                np.zeros(0, dtype=np.int32), 0, n_prod, ptr, ent_j, ent_s, block_off, np.zeros(0, dtype=np.uint8))
     trans = np.empty((total, n_cls), dtype=np.int32)
     for i in range(n_prod):
         for c in range(n_cls):
@@ -310,5 +327,19 @@ def build_core(raw, raw_off, widths, cms, acc, st_off, n_st, starts, max_states)
         for s in range(n_st[j]):
             if acc[st_off[j] + s]:
                 acc_key[off + s] = kid
+    # 5. states that loop on every plain byte
+    plain_cls = np.zeros(n_cls, dtype=np.bool_)
+    for b in range(256):
+        if plain[b]:
+            plain_cls[classmap[b]] = True
+    plain_loop = np.zeros(total, dtype=np.uint8)
+    for i in range(total):
+        loops = True
+        for c in range(n_cls):
+            if plain_cls[c] and trans[i, c] != i:
+                loops = False
+                break
+        if loops:
+            plain_loop[i] = 1
     return (total, classmap, trans, acc_key, kind_ptr[:n_kinds + 1], kind_mem[:kind_ptr[n_kinds]], n_kinds, n_prod,
-            ptr, ent_j, ent_s, block_off)
+            ptr, ent_j, ent_s, block_off, plain_loop)

@@ -10,11 +10,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from ..errors import GrammarError
-from ..grammar.fsa import epsilon_closure
 from ..grammar.ir import Alt, Expr, GrammarIR, Graph, Repeat, Seq, Sym
+from .rule_kernels import determinize_rules, trim_rules
 
 MAX_RULE_NFA_STATES = 200_000
+#: Summed size of the NFA subsets the subset construction may expand before it gives up.
+MAX_RULE_DETERMINIZE_WORK = 20_000_000
 INF = float("inf")
 
 
@@ -32,33 +36,50 @@ class RuleAutomaton:
 
 
 class _SymNFA:
+    """A symbol NFA as flat edge lists (every rule of a grammar in one state space)."""
+
     def __init__(self) -> None:
-        self.eps: list[list[int]] = [[]]
-        self.edges: list[list[tuple[tuple[str, int], int]]] = [[]]
+        self.n = 0
+        self.limit = MAX_RULE_NFA_STATES  # per rule: see build_rule_automata
+        self.eps_src: list[int] = []
+        self.eps_dst: list[int] = []
+        self.e_src: list[int] = []
+        self.e_sym: list[int] = []
+        self.e_dst: list[int] = []
 
     def new(self) -> int:
-        if len(self.eps) > MAX_RULE_NFA_STATES:
+        if self.n >= self.limit:
             raise GrammarError(f"rule automaton too large (over {MAX_RULE_NFA_STATES} states); reduce repetition bounds")
-        self.eps.append([])
-        self.edges.append([])
-        return len(self.eps) - 1
+        self.n += 1
+        return self.n - 1
+
+    def eps(self, a: int, b: int) -> None:
+        self.eps_src.append(a)
+        self.eps_dst.append(b)
 
 
 def _build(nfa: _SymNFA, e: Expr, a: int, b: int, resolve) -> None:
-    if isinstance(e, Sym):
-        nfa.edges[a].append((resolve(e.name), b))
-    elif isinstance(e, Seq):
+    """Thompson construction of ``e`` between states ``a`` and ``b``."""
+    t = type(e)
+    if t is Sym:
+        nfa.e_src.append(a)
+        nfa.e_sym.append(resolve(e.name))
+        nfa.e_dst.append(b)
+    elif t is Seq:
+        items = e.items
+        if not items:
+            nfa.eps(a, b)
+            return
         cur = a
-        for i, it in enumerate(e.items):
-            nxt = b if i == len(e.items) - 1 else nfa.new()
+        last = len(items) - 1
+        for i, it in enumerate(items):
+            nxt = b if i == last else nfa.new()
             _build(nfa, it, cur, nxt, resolve)
             cur = nxt
-        if not e.items:
-            nfa.eps[a].append(b)
-    elif isinstance(e, Alt):
+    elif t is Alt:
         for it in e.items:
             _build(nfa, it, a, b, resolve)
-    elif isinstance(e, Repeat):
+    elif t is Repeat:
         cur = a
         for _ in range(e.lo):
             nxt = nfa.new()
@@ -66,155 +87,82 @@ def _build(nfa: _SymNFA, e: Expr, a: int, b: int, resolve) -> None:
             cur = nxt
         if e.hi is None:
             loop = nfa.new()
-            nfa.eps[cur].append(loop)
+            nfa.eps(cur, loop)
             end = nfa.new()
             _build(nfa, e.item, loop, end, resolve)
-            nfa.eps[end].append(loop)
-            nfa.eps[loop].append(b)
+            nfa.eps(end, loop)
+            nfa.eps(loop, b)
         else:
             for _ in range(e.hi - e.lo):
-                nfa.eps[cur].append(b)
+                nfa.eps(cur, b)
                 nxt = nfa.new()
                 _build(nfa, e.item, cur, nxt, resolve)
                 cur = nxt
-            nfa.eps[cur].append(b)
-    elif isinstance(e, Graph):
+            nfa.eps(cur, b)
+    elif t is Graph:
         nodes = [nfa.new() for _ in range(e.n_states)]
-        nfa.eps[a].append(nodes[e.start])
+        nfa.eps(a, nodes[e.start])
         for src, sub, dst in e.edges:
             if sub is None:
-                nfa.eps[nodes[src]].append(nodes[dst])
+                nfa.eps(nodes[src], nodes[dst])
             else:
                 _build(nfa, sub, nodes[src], nodes[dst], resolve)
         for f in e.finals:
-            nfa.eps[nodes[f]].append(b)
+            nfa.eps(nodes[f], b)
     else:  # pragma: no cover
         raise TypeError(e)
 
 
-def _determinize(nfa: _SymNFA, start: int, final: int) -> tuple[list[bool], list[dict[tuple[str, int], int]]]:
-    eps = nfa.eps
-    single: dict[int, frozenset] = {}
-
-    def closure1(s: int) -> frozenset:
-        hit = single.get(s)
-        if hit is None:
-            hit = single[s] = epsilon_closure(eps, s)
-        return hit
-
-    def closure(states):
-        if len(states) == 1:
-            for s in states:
-                return closure1(s)
-        out: set = set()
-        for s in states:
-            out |= closure1(s)
-        return frozenset(out)
-
-    s0 = closure([start])
-    index = {s0: 0}
-    order = [s0]
-    rows: list[dict] = []
-    i = 0
-    while i < len(order):
-        cur = order[i]
-        i += 1
-        moves: dict = {}
-        for s in cur:
-            for sym, t in nfa.edges[s]:
-                moves.setdefault(sym, set()).add(t)
-        row = {}
-        for sym, ts in moves.items():
-            tgt = closure(ts)
-            j = index.get(tgt)
-            if j is None:
-                j = len(order)
-                index[tgt] = j
-                order.append(tgt)
-            row[sym] = j
-        rows.append(row)
-    return [final in st for st in order], rows
-
-
 def build_rule_automata(ir: GrammarIR, term_index: dict[str, int]) -> tuple[list[RuleAutomaton], dict[str, int]]:
+    """One deterministic symbol automaton per rule (Thompson NFAs, one batched subset construction)."""
     names = list(ir.rules)
     rule_index = {n: i for i, n in enumerate(names)}
+    # symbol codes: terminal t -> 2t, rule r -> 2r + 1
+    codes = {n: 2 * i for n, i in term_index.items()}
+    codes.update((n, 2 * i + 1) for n, i in rule_index.items())
 
-    def resolve(name: str) -> tuple[str, int]:
-        if name in term_index:
-            return ("t", term_index[name])
-        if name in rule_index:
-            return ("r", rule_index[name])
-        raise GrammarError(f"symbol {name!r} is used but not defined")
+    def resolve(name: str) -> int:
+        c = codes.get(name)
+        if c is None:
+            raise GrammarError(f"symbol {name!r} is used but not defined")
+        return c
 
-    autos = []
+    nfa = _SymNFA()
+    starts, finals = [], []
     for n in names:
-        nfa = _SymNFA()
-        fin = nfa.new()
-        _build(nfa, ir.rules[n], 0, fin, resolve)
-        final, rows = _determinize(nfa, 0, fin)
-        autos.append(
-            RuleAutomaton(
-                n,
-                final,
-                [{i: t for (k, i), t in row.items() if k == "t"} for row in rows],
-                [tuple((i, t) for (k, i), t in row.items() if k == "r") for row in rows],
-            )
-        )
-    _trim(autos, ir.start, rule_index)
+        nfa.limit = nfa.n + MAX_RULE_NFA_STATES
+        s, f = nfa.new(), nfa.new()
+        starts.append(s)
+        finals.append(f)
+        _build(nfa, ir.rules[n], s, f, resolve)
+    i32 = np.int32
+    ok, dfa_ptr, is_final, o_src, o_sym, o_dst = determinize_rules(
+        nfa.n, np.array(nfa.eps_src, dtype=i32), np.array(nfa.eps_dst, dtype=i32), np.array(nfa.e_src, dtype=i32),
+        np.array(nfa.e_sym, dtype=i32), np.array(nfa.e_dst, dtype=i32), 2 * (len(term_index) + len(names)) + 1,
+        np.array(starts, dtype=i32), np.array(finals, dtype=i32), MAX_RULE_DETERMINIZE_WORK)
+    if not ok:
+        raise GrammarError("rule automaton too large (subset construction over its work limit); "
+                           "reduce repetition bounds")
+    productive, keep = trim_rules(dfa_ptr, is_final, o_src, o_sym, o_dst)
+    if not productive[rule_index[ir.start]]:
+        raise GrammarError(f"the grammar derives no string (rule {ir.start!r} cannot complete)")
+    ptr = dfa_ptr.tolist()
+    final = is_final.tolist()
+    n_total = ptr[-1]
+    term_rows: list[dict[int, int]] = [{} for _ in range(n_total)]
+    nt_rows: list[list[tuple[int, int]]] = [[] for _ in range(n_total)]
+    src = o_src[keep]
+    local_dst = o_dst[keep] - np.repeat(dfa_ptr[:-1], np.diff(dfa_ptr))[src]  # state ids within the rule
+    for s_, sym, d_ in zip(src.tolist(), o_sym[keep].tolist(), local_dst.tolist()):
+        if sym & 1:
+            nt_rows[s_].append((sym >> 1, d_))
+        else:
+            term_rows[s_][sym >> 1] = d_
+    autos = [RuleAutomaton(n, final[ptr[r]:ptr[r + 1]], term_rows[ptr[r]:ptr[r + 1]],
+                           [tuple(e) for e in nt_rows[ptr[r]:ptr[r + 1]]])
+             for r, n in enumerate(names)]
     _check_left_recursion(autos)
     return autos, rule_index
-
-
-def _trim(autos: list[RuleAutomaton], start: str, rule_index: dict[str, int]) -> None:
-    """Drop edges into unproductive rules and states that cannot reach final."""
-    productive = [False] * len(autos)
-    changed = True
-    while changed:
-        changed = False
-        for r, a in enumerate(autos):
-            if productive[r]:
-                continue
-            # can any final be reached from start using term edges / productive nts?
-            seen = {0}
-            stack = [0]
-            ok = False
-            while stack:
-                s = stack.pop()
-                if a.final[s]:
-                    ok = True
-                    break
-                nxts = list(a.term_edges[s].values()) + [t for n, t in a.nt_edges[s] if productive[n]]
-                for t in nxts:
-                    if t not in seen:
-                        seen.add(t)
-                        stack.append(t)
-            if ok:
-                productive[r] = True
-                changed = True
-    if not productive[rule_index[start]]:
-        raise GrammarError(f"the grammar derives no string (rule {start!r} cannot complete)")
-    for a in autos:
-        a.nt_edges = [tuple((n, t) for n, t in edges if productive[n]) for edges in a.nt_edges]
-        # co-reachability of final inside the rule (backward search)
-        n = a.n_states
-        preds: list[list[int]] = [[] for _ in range(n)]
-        for st in range(n):
-            for t in a.term_edges[st].values():
-                preds[t].append(st)
-            for _, t in a.nt_edges[st]:
-                preds[t].append(st)
-        live = list(a.final)
-        stack = [st for st in range(n) if live[st]]
-        while stack:
-            t = stack.pop()
-            for st in preds[t]:
-                if not live[st]:
-                    live[st] = True
-                    stack.append(st)
-        if not all(live):
-            a.term_edges = [{k: t for k, t in d.items() if live[t]} for d in a.term_edges]
-            a.nt_edges = [tuple((r, t) for r, t in e if live[t]) for e in a.nt_edges]
 
 
 def _nullable(autos: list[RuleAutomaton]) -> list[bool]:
