@@ -16,14 +16,16 @@ filter, shared by every schema and every bound.
 """
 from __future__ import annotations
 
+import functools
 import threading
+from collections import OrderedDict
 
 import numba
 import numpy as np
 
 from ..grammar.fsa import DFA
 
-__all__ = ["CountedStrings", "counted_strings", "boundary_counts"]
+__all__ = ["CountedStrings", "counted_strings", "boundary_counts", "class_counted"]
 
 #: Tokens start at most this many characters (a token is at most 128 bytes in practice); larger
 #: budgets behave alike.
@@ -32,19 +34,28 @@ MAX_COUNT = 256
 
 @numba.njit(cache=True, nogil=True)
 def _counted_walk(node_byte, node_depth, node_end, tok_ptr, tok_ids, trans, classmap, b_state, closed_state,
-                  max_depth, tok_out, cnt_out, closed_out, ev_nodes, ev_cnt):
-    """Walk the whole trie from content state ``b_state`` counting started characters."""
+                  max_depth, tok_out, cnt_out, closed_out, ev_nodes, ev_cnt, ob_nodes, ob_cnt):
+    """Walk the whole trie from content state ``b_state`` counting started characters.
+
+    Besides tokens and closing-quote boundaries it records every node whose parent sits at
+    a character boundary (``ob_*``, with the count there): where a lexeme of exactly that
+    many characters (a long string's chunk) ends and the node's byte starts the next."""
     state_at = np.empty(max_depth + 2, dtype=np.int32)
     count_at = np.zeros(max_depth + 2, dtype=np.int32)
     state_at[0] = b_state
     n_tok = 0
     n_ev = 0
+    n_ob = 0
     j = 1
     end = node_end[0]
     while j < end:
         d = node_depth[j]
         ps = state_at[d - 1]
         pc = count_at[d - 1]
+        if ps == b_state:
+            ob_nodes[n_ob] = j
+            ob_cnt[n_ob] = pc
+            n_ob += 1
         ns = trans[ps, classmap[node_byte[j]]]
         if ns < 0:
             if ps == closed_state:
@@ -62,7 +73,7 @@ def _counted_walk(node_byte, node_depth, node_end, tok_ptr, tok_ids, trans, clas
             closed_out[n_tok] = ns == closed_state
             n_tok += 1
         j += 1
-    return n_tok, n_ev
+    return n_tok, n_ev, n_ob
 
 
 class CountedStrings:
@@ -79,12 +90,22 @@ class CountedStrings:
         closed = np.empty(len(trie.tok_ids), dtype=np.bool_)
         ev_n = np.empty(trie.n_nodes + 1, dtype=np.int32)
         ev_c = np.empty(trie.n_nodes + 1, dtype=np.int32)
-        n_tok, n_ev = _counted_walk(trie.node_byte, trie.node_depth, trie.node_end, trie.tok_ptr, trie.tok_ids,
-                                    np.ascontiguousarray(base.trans, dtype=np.int32), base.classmap.astype(np.int32),
-                                    self.b_state, self.closed_state, trie.max_depth, tok, cnt, closed, ev_n, ev_c)
+        ob_n = np.empty(trie.n_nodes + 1, dtype=np.int32)
+        ob_c = np.empty(trie.n_nodes + 1, dtype=np.int32)
+        n_tok, n_ev, n_ob = _counted_walk(trie.node_byte, trie.node_depth, trie.node_end, trie.tok_ptr, trie.tok_ids,
+                                          np.ascontiguousarray(base.trans, dtype=np.int32),
+                                          base.classmap.astype(np.int32), self.b_state, self.closed_state,
+                                          trie.max_depth, tok, cnt, closed, ev_n, ev_c, ob_n, ob_c)
+        # chunk-end boundaries by count: nodes ob_nodes[ob_ptr[c]:ob_ptr[c + 1]] (preorder within a count)
+        ob_c = ob_c[:n_ob]
+        order = np.argsort(ob_c, kind="stable")
+        self.ob_nodes = ob_n[:n_ob][order]
+        self.ob_ptr = np.searchsorted(ob_c[order], np.arange(MAX_COUNT + 2))
         tok, cnt, closed = tok[:n_tok], np.minimum(cnt[:n_tok], MAX_COUNT), closed[:n_tok]
-        # open_upto[h]: tokens that stay inside the string and start at most h characters
-        by_count = np.zeros((MAX_COUNT + 1, n_words), dtype=np.uint32)
+        # open_upto[h]: tokens that stay inside the string and start at most h characters (rows past
+        # the longest token repeat the last one: a narrow character class keeps the table small)
+        rows = int(cnt.max()) + 1 if len(cnt) else 1
+        by_count = np.zeros((rows, n_words), dtype=np.uint32)
         op = ~closed
         np.bitwise_or.at(by_count, (cnt[op], tok[op] >> 5), np.left_shift(np.uint32(1), (tok[op] & 31).astype(np.uint32)))
         self.open_upto = np.bitwise_or.accumulate(by_count, axis=0)
@@ -98,7 +119,7 @@ class CountedStrings:
         key = (lo, hi)
         hit = self._cache.get(key)
         if hit is None:
-            m = self.open_upto[hi].copy()
+            m = self.open_upto[min(hi, len(self.open_upto) - 1)].copy()
             sel = (self.closed_cnt >= lo) & (self.closed_cnt <= hi)
             t = self.closed_tok[sel]
             np.bitwise_or.at(m, t >> 5, np.left_shift(np.uint32(1), (t & 31).astype(np.uint32)))
@@ -106,23 +127,128 @@ class CountedStrings:
             hit = self._cache[key] = (m, ev)
         return hit
 
+    def chunk(self, r: int, lo: int | None, hi: int | None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(mask words, closing boundary nodes, chunk-end boundary nodes) inside a long string's
+        chunk with exactly ``r`` characters left, while a tail of ``lo``..``hi`` more characters and
+        the closing quote is also alive (``lo`` None: no tail).  Tokens that run past the chunk's
+        end continue from the chunk-end nodes (the next lexeme starts there)."""
+        r = min(r, MAX_COUNT)
+        key = ("chunk", r, lo, hi)
+        hit = self._cache.get(key)
+        if hit is None:
+            m = self.open_upto[min(r, len(self.open_upto) - 1)].copy()
+            closed_ev = self.ev_nodes[:0]
+            if lo is not None:
+                lo, hi = max(lo, 0), min(hi, MAX_COUNT)
+                sel = (self.closed_cnt >= lo) & (self.closed_cnt <= hi)
+                t = self.closed_tok[sel]
+                np.bitwise_or.at(m, t >> 5, np.left_shift(np.uint32(1), (t & 31).astype(np.uint32)))
+                closed_ev = self.ev_nodes[(self.ev_cnt >= lo) & (self.ev_cnt <= hi)]
+            open_ev = self.ob_nodes[self.ob_ptr[r]:self.ob_ptr[r + 1]]
+            hit = self._cache[key] = (m, closed_ev, open_ev)
+        return hit
 
-_by_trie: dict[int, tuple[object, CountedStrings]] = {}
+
+_by_trie: "OrderedDict[tuple[int, int], tuple[object, DFA, CountedStrings]]" = OrderedDict()
 _lock = threading.Lock()
+#: Counted walks kept per process: the JSON string's per tokenizer, plus one per character class.
+COUNTED_WALK_ENTRIES = 64
 
 
-def counted_strings(trie) -> CountedStrings:
-    """The counted walk for this trie (built on first use, kept for the process)."""
+def counted_strings(trie, base: DFA | None = None) -> CountedStrings:
+    """The counted walk of ``base`` (default: the unbounded JSON string) for this trie
+    (built on first use; the default one is kept for the process)."""
     from ..grammar.json_strings import string_dfa
 
+    if base is None:
+        base = string_dfa()
+    key = (id(trie), id(base))
     with _lock:
-        hit = _by_trie.get(id(trie))
-        if hit is not None and hit[0] is trie:
-            return hit[1]
-    cs = CountedStrings(trie, string_dfa())
+        hit = _by_trie.get(key)
+        if hit is not None and hit[0] is trie and hit[1] is base:
+            _by_trie.move_to_end(key)
+            return hit[2]
+    cs = CountedStrings(trie, base)
     with _lock:
-        _by_trie[id(trie)] = (trie, cs)
+        _by_trie[key] = (trie, base, cs)
+        while len(_by_trie) > COUNTED_WALK_ENTRIES:
+            _by_trie.popitem(last=False)  # never the first: the JSON string's walk is refreshed on use
     return cs
+
+
+#: Printable ASCII but the quote and backslash: characters a counted class may hold.
+_CLASS_BYTES = tuple(sorted(frozenset(range(0x20, 0x7F)) - {0x22, 0x5C}))
+
+
+@functools.lru_cache(maxsize=256)
+def class_string_dfa(chars: frozenset) -> DFA:
+    """A JSON string of any number of characters from ``chars`` (in every encoding, escapes
+    included): the base of a counted class walk."""
+    from ..grammar.json_strings import quoted
+    from ..grammar.regex import compile_regex
+
+    body = "".join(f"\\x{b:02x}" for b in sorted(chars))
+    return quoted(compile_regex(f"[{body}]*", json_string=True))
+
+
+def class_counted(dfa: DFA) -> tuple[DFA, int, int] | None:
+    """``(base, lo, hi)`` when ``dfa`` is exactly a JSON string of ``lo``..``hi`` characters of
+    one class of printable ASCII characters (a ``pattern`` like ``^[0-9a-f]{24}$``), proved
+    state by state against the class string ``base``; None otherwise.  Such a string is masked
+    from the counted walk of its class: every character position would otherwise be its own
+    walk of the vocabulary."""
+    cached = dfa.__dict__.get("_class_counted", False)
+    if cached is not False:
+        return cached
+    dfa._class_counted = result = _class_counted(dfa)
+    return result
+
+
+def _class_counted(dfa: DFA):
+    q = ord('"')
+    cm = dfa.classmap
+    s1 = int(dfa.trans[dfa.start, cm[q]])
+    if s1 < 0 or dfa.n_states > 64 * MAX_COUNT:
+        return None
+    chars = frozenset(b for b in _CLASS_BYTES if dfa.trans[s1, cm[b]] >= 0)
+    if not chars:
+        return None
+    base = class_string_dfa(chars)
+    b_state = int(base.trans[base.start, base.classmap[q]])
+    closed = int(base.trans[b_state, base.classmap[q]])
+    if b_state < 0 or closed < 0 or any(base.trans[b_state, base.classmap[b]] != b_state for b in chars):
+        return None  # not one character-boundary state: counts would not be positions
+    dcm, bcm = cm.tolist(), base.classmap.tolist()
+    reps = np.array(sorted({(dcm[b], bcm[b]): b for b in range(256)}.values()), dtype=np.int64)
+    pair_a, pair_c, ok = _lockstep_counts(np.ascontiguousarray(dfa.trans, dtype=np.int32), cm.astype(np.int64),
+                                          np.ascontiguousarray(base.trans, dtype=np.int32),
+                                          base.classmap.astype(np.int64), reps, dfa.start, base.start, b_state,
+                                          closed, q)
+    if not ok:
+        return None
+    # every state must allow exactly what the class string allows from its partner state, but
+    # for the bounds themselves: the quote only from lo characters on, a new character below hi
+    S = np.nonzero(pair_a >= 0)[0]
+    U = pair_a[S]
+    D = dfa.trans[S][:, cm[reps]] >= 0
+    B = base.trans[U][:, base.classmap[reps]] >= 0
+    at = U == b_state
+    c = pair_c[S]
+    quote_col = reps == q
+    if not at.any() or not D[at][:, quote_col].any():
+        return None
+    lo = int(c[at][D[at][:, quote_col][:, 0]].min())
+    hi = int(c[at].max())
+    if hi > MAX_COUNT:
+        return None
+    want = B.copy()
+    want[at] &= np.where(quote_col[None, :], (c[at] >= lo)[:, None], (c[at] < hi)[:, None])
+    if not (D == want).all():
+        return None
+    done = S[U == closed]
+    if not dfa.accept[done].all() or (dfa.trans[done] >= 0).any() or dfa.accept[S[U != closed]].any():
+        return None
+    return base, lo, hi
 
 
 @numba.njit(cache=True, nogil=True)
@@ -177,6 +303,12 @@ def boundary_counts(dfa: DFA, base: DFA, b_state: int, closed_state: int) -> np.
                                           np.ascontiguousarray(base.trans, dtype=np.int32),
                                           base.classmap.astype(np.int64), reps, dfa.start, base.start,
                                           b_state, closed_state, ord('"'))
+    if not ok:  # no opening quote (a long string's later chunk or tail): start inside the content
+        pair_a, pair_c, ok = _lockstep_counts(np.ascontiguousarray(dfa.trans, dtype=np.int32),
+                                              dfa.classmap.astype(np.int64),
+                                              np.ascontiguousarray(base.trans, dtype=np.int32),
+                                              base.classmap.astype(np.int64), reps, dfa.start, b_state,
+                                              b_state, closed_state, ord('"'))
     result = np.where(pair_a == b_state, pair_c, -1) if ok else None
     dfa._boundary_counts = result
     return result

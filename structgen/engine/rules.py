@@ -58,12 +58,13 @@ class _SymNFA:
         self.eps_dst.append(b)
 
 
-def _build(nfa: _SymNFA, e: Expr, a: int, b: int, resolve) -> None:
-    """Thompson construction of ``e`` between states ``a`` and ``b``."""
+def _build(nfa: _SymNFA, e: Expr, a: int, b: int, codes: dict[str, int]) -> None:
+    """Thompson construction of ``e`` between states ``a`` and ``b`` (symbol edges inline: most
+    expressions are symbols, sequences of symbols, or object graphs whose edges are either)."""
     t = type(e)
     if t is Sym:
         nfa.e_src.append(a)
-        nfa.e_sym.append(resolve(e.name))
+        nfa.e_sym.append(_code(codes, e.name))
         nfa.e_dst.append(b)
     elif t is Seq:
         items = e.items
@@ -72,45 +73,60 @@ def _build(nfa: _SymNFA, e: Expr, a: int, b: int, resolve) -> None:
             return
         cur = a
         last = len(items) - 1
+        e_src, e_sym, e_dst = nfa.e_src, nfa.e_sym, nfa.e_dst
         for i, it in enumerate(items):
             nxt = b if i == last else nfa.new()
-            _build(nfa, it, cur, nxt, resolve)
+            if type(it) is Sym:
+                e_src.append(cur)
+                e_sym.append(_code(codes, it.name))
+                e_dst.append(nxt)
+            else:
+                _build(nfa, it, cur, nxt, codes)
             cur = nxt
     elif t is Alt:
         for it in e.items:
-            _build(nfa, it, a, b, resolve)
+            _build(nfa, it, a, b, codes)
     elif t is Repeat:
         cur = a
         for _ in range(e.lo):
             nxt = nfa.new()
-            _build(nfa, e.item, cur, nxt, resolve)
+            _build(nfa, e.item, cur, nxt, codes)
             cur = nxt
         if e.hi is None:
             loop = nfa.new()
             nfa.eps(cur, loop)
             end = nfa.new()
-            _build(nfa, e.item, loop, end, resolve)
+            _build(nfa, e.item, loop, end, codes)
             nfa.eps(end, loop)
             nfa.eps(loop, b)
         else:
             for _ in range(e.hi - e.lo):
                 nfa.eps(cur, b)
                 nxt = nfa.new()
-                _build(nfa, e.item, cur, nxt, resolve)
+                _build(nfa, e.item, cur, nxt, codes)
                 cur = nxt
             nfa.eps(cur, b)
     elif t is Graph:
-        nodes = [nfa.new() for _ in range(e.n_states)]
-        nfa.eps(a, nodes[e.start])
+        base = nfa.n
+        for _ in range(e.n_states):
+            nfa.new()
+        nfa.eps(a, base + e.start)
         for src, sub, dst in e.edges:
             if sub is None:
-                nfa.eps(nodes[src], nodes[dst])
+                nfa.eps(base + src, base + dst)
             else:
-                _build(nfa, sub, nodes[src], nodes[dst], resolve)
+                _build(nfa, sub, base + src, base + dst, codes)
         for f in e.finals:
-            nfa.eps(nodes[f], b)
+            nfa.eps(base + f, b)
     else:  # pragma: no cover
         raise TypeError(e)
+
+
+def _code(codes: dict[str, int], name: str) -> int:
+    c = codes.get(name)
+    if c is None:
+        raise GrammarError(f"symbol {name!r} is used but not defined")
+    return c
 
 
 def build_rule_automata(ir: GrammarIR, term_index: dict[str, int]) -> tuple[list[RuleAutomaton], dict[str, int]]:
@@ -121,12 +137,6 @@ def build_rule_automata(ir: GrammarIR, term_index: dict[str, int]) -> tuple[list
     codes = {n: 2 * i for n, i in term_index.items()}
     codes.update((n, 2 * i + 1) for n, i in rule_index.items())
 
-    def resolve(name: str) -> int:
-        c = codes.get(name)
-        if c is None:
-            raise GrammarError(f"symbol {name!r} is used but not defined")
-        return c
-
     nfa = _SymNFA()
     starts, finals = [], []
     for n in names:
@@ -134,7 +144,7 @@ def build_rule_automata(ir: GrammarIR, term_index: dict[str, int]) -> tuple[list
         s, f = nfa.new(), nfa.new()
         starts.append(s)
         finals.append(f)
-        _build(nfa, ir.rules[n], s, f, resolve)
+        _build(nfa, ir.rules[n], s, f, codes)
     i32 = np.int32
     ok, dfa_ptr, is_final, o_src, o_sym, o_dst = determinize_rules(
         nfa.n, np.array(nfa.eps_src, dtype=i32), np.array(nfa.eps_dst, dtype=i32), np.array(nfa.e_src, dtype=i32),

@@ -266,58 +266,102 @@ def walk_from_boundaries(node_byte, node_depth, node_end, node_word, node_bit, n
     return n_ev, n_w
 
 
+@numba.njit(cache=True, nogil=True, inline="always")
+def _clear_subtree(j, node_end, tok_ptr, tok_ids, mask):
+    for p in range(tok_ptr[j], tok_ptr[node_end[j]]):
+        t = tok_ids[p]
+        mask[t >> 5] &= ~(np.uint32(1) << np.uint32(t & 31))
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _set_node(j, node_word, node_bit, node_multi, tok_ptr, tok_ids, mask):
+    mask[np.int64(node_word[j])] |= node_bit[j]
+    if node_multi[j]:
+        for p in range(tok_ptr[j] + 1, tok_ptr[j + 1]):
+            t = tok_ids[p]
+            mask[t >> 5] |= np.uint32(1) << np.uint32(t & 31)
+
+
 @numba.njit(cache=True, nogil=True)
 def anchored_walk(node_byte, node_depth, node_end, node_word, node_bit, node_multi, node_plain_below, tok_ptr, tok_ids,
                   root_children, top_of, trans, classmap, boundary, plain_loop, x, lo, n_d, pure, pure_of, ref_mask,
                   ref_ev_nodes, ref_ev_states, mask, ev_nodes, ev_states, max_depth):
     """The walk from state ``x`` reusing a shared automaton's walk (see ``TrieWalker._anchored``).
 
-    Root children whose next state is a pure state of the anchored DFA (rows
-    ``lo``..``lo + n_d``) keep the reference walk's tokens and events (states
-    renumbered through ``pure_of``); the others are cleared and walked
-    directly.  Returns the number of events, or -1 when no child is covered or
-    a reference event has no pure counterpart (the caller walks directly)."""
-    nrc = len(root_children)
-    cov = np.zeros(nrc, dtype=np.bool_)
-    xc = np.empty(nrc, dtype=np.int64)
+    Starts from the reference walk's mask and walks the trie only until it
+    reaches a pure state of the anchored DFA (rows ``lo``..``lo + n_d``): from
+    there the subtree behaves exactly as in the reference walk, so its tokens
+    and events are kept (event states renumbered through ``pure_of``).  Where
+    the walk is still in a carve-out (a key prefix, say) it sets the node's
+    tokens itself, and clears dead subtrees.  Returns the number of events, or
+    -1 when no node becomes pure or a reference event has no pure counterpart
+    (the caller walks directly)."""
     n_cls = trans.shape[1]
     flat = trans.ravel()
-    any_cov = False
-    for i in range(nrc):
-        v = np.int64(flat[np.int64(x) * n_cls + np.int64(classmap[np.int64(node_byte[root_children[i]])])])
-        xc[i] = v
-        if v >= lo and v < lo + n_d and pure[v - lo]:
-            cov[i] = True
-            any_cov = True
-    if not any_cov:
-        return -1
+    n_nodes = len(node_byte)
+    # ranges [start, end) of the trie taken from the reference walk, in preorder
+    kept_lo = np.empty(64, dtype=np.int64)
+    kept_hi = np.empty(64, dtype=np.int64)
+    n_kept = 0
+    mask[:] = ref_mask
     n_ev = 0
+    state_at = np.empty(max_depth + 2, dtype=np.int64)
+    state_at[0] = x
+    j = np.int64(1)
+    end = np.int64(node_end[0]) if n_nodes else np.int64(0)
+    while j < end:
+        d = np.int64(node_depth[j])
+        ps = state_at[d - 1]
+        ns = np.int64(flat[ps * n_cls + np.int64(classmap[np.int64(node_byte[j])])])
+        if ns < 0:
+            _clear_subtree(j, node_end, tok_ptr, tok_ids, mask)
+            if boundary[ps] >= 0:
+                ev_nodes[n_ev] = j
+                ev_states[n_ev] = ps
+                n_ev += 1
+            j = np.int64(node_end[j])
+            continue
+        if ns >= lo and ns < lo + n_d and pure[ns - lo]:
+            if n_kept == len(kept_lo):
+                kept_lo = _grow_i64(kept_lo, 2 * n_kept)
+                kept_hi = _grow_i64(kept_hi, 2 * n_kept)
+            kept_lo[n_kept] = j
+            kept_hi[n_kept] = node_end[j]
+            n_kept += 1
+            j = np.int64(node_end[j])
+            continue
+        state_at[d] = ns
+        _set_node(j, node_word, node_bit, node_multi, tok_ptr, tok_ids, mask)
+        if plain_loop[ns] and node_plain_below[j]:
+            e = np.int64(node_end[j])
+            for p in range(tok_ptr[j + 1], tok_ptr[e]):
+                t = tok_ids[p]
+                mask[t >> 5] |= np.uint32(1) << np.uint32(t & 31)
+            j = e
+            continue
+        j += 1
+    if n_kept == 0:
+        return -1
+    # the reference walk's events inside kept ranges (disjoint, in preorder)
+    his = kept_hi[:n_kept]
     for e in range(len(ref_ev_nodes)):
-        if cov[top_of[ref_ev_nodes[e]]]:
+        v = np.int64(ref_ev_nodes[e])
+        k = np.searchsorted(his, v, side="right")
+        if k < n_kept and v >= kept_lo[k]:
             ps = pure_of[ref_ev_states[e]]
             if ps < 0:
                 return -1
-            ev_nodes[n_ev] = ref_ev_nodes[e]
+            ev_nodes[n_ev] = v
             ev_states[n_ev] = ps + lo
             n_ev += 1
-    mask[:] = ref_mask
-    state_at = np.empty(max_depth + 2, dtype=np.int64)
-    for i in range(nrc):
-        if cov[i]:
-            continue
-        c = root_children[i]
-        for p in range(tok_ptr[c], tok_ptr[node_end[c]]):
-            t = tok_ids[p]
-            mask[t >> 5] &= ~(np.uint32(1) << np.uint32(t & 31))
-        if xc[i] >= 0:
-            n_ev = _walk_subtree(c, xc[i], node_byte, node_depth, node_end, node_word, node_bit, node_multi,
-                                 node_plain_below, tok_ptr, tok_ids, flat, n_cls, classmap, boundary, plain_loop, mask,
-                                 ev_nodes, ev_states, n_ev, state_at)
-        elif boundary[x] >= 0:
-            ev_nodes[n_ev] = c
-            ev_states[n_ev] = x
-            n_ev += 1
     return n_ev
+
+
+@numba.njit(cache=True, nogil=True)
+def _grow_i64(a, n):
+    b = np.empty(n, dtype=np.int64)
+    b[:len(a)] = a
+    return b
 
 
 @numba.njit(cache=True, nogil=True)

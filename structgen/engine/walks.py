@@ -33,6 +33,8 @@ INSIDE_CACHE_ENTRIES = 8192
 CONT_CACHE_ENTRIES = 20000
 #: DFAs with this many states are walked once per depth class of states (see DFA.depth_classes).
 CANON_MIN_STATES = 400
+#: Strings of one character class with this many states are masked from the class's counted walk.
+COUNTED_CLASS_MIN_STATES = 12
 
 _group_ids = itertools.count(1)
 _gid_lock = threading.Lock()
@@ -215,6 +217,9 @@ class TrieWalker:
         if block is not None:
             dfa, offset = block
             return self.dfa_walk(dfa, ls - offset)
+        counted = self._counted_chunk(core, ls)
+        if counted is not None:
+            return counted
         live, key = core.live_key(ls, self.trie.max_depth + 1, CANON_MIN_STATES)
         key = (key, id(self.trie))
         hit = inside_cache.get(key, live)
@@ -248,25 +253,82 @@ class TrieWalker:
         return hit
 
     def _counted(self, dfa, sub: int) -> Walk | None:
-        """A length-bounded string at a character boundary: its walk from the counted walk."""
-        bounds = getattr(dfa, "length_bounds", None)
-        if bounds is None:
-            return None
-        from .counted import boundary_counts, counted_strings
+        """A length-bounded string at a character boundary -- any string of ``lo``..``hi``
+        characters, or of one single-byte class (``^[0-9a-f]{24}$``) -- from a counted walk."""
+        if getattr(dfa, "chunk_chars", None) is not None:
+            return self._chunk_walk(dfa, sub, None, 0)
+        from .counted import boundary_counts, class_counted, counted_strings
 
-        cs = counted_strings(self.trie)
+        bounds = getattr(dfa, "length_bounds", None)
+        if bounds is not None:
+            cs = counted_strings(self.trie)
+        else:
+            # a few positions are cheaper to walk than to classify
+            found = class_counted(dfa) if dfa.n_states >= COUNTED_CLASS_MIN_STATES else None
+            if found is None:
+                return None
+            base, lo, hi = found
+            cs = counted_strings(self.trie, base)
+            bounds = (lo, hi)
         counts = boundary_counts(dfa, cs.base, cs.b_state, cs.closed_state)
         if counts is None or counts[sub] < 0:
-            return None
-        acc = np.nonzero(dfa.accept)[0]
-        if len(acc) != 1:
             return None
         i = int(counts[sub])
         key = (id(dfa), id(self.trie), ("counted", bounds[0] - i, bounds[1] - i))
         hit = inside_cache.get(key, dfa)
         if hit is None:
             m, ev_nodes = cs.inside(bounds[0] - i, bounds[1] - i)
-            hit = _dfa_walk_result(dfa, ev_nodes, np.full(len(ev_nodes), int(acc[0]), dtype=np.int32), mask=m)
+            # every event is this terminal's lexeme end: the signature says so, states are not needed
+            hit = _dfa_walk_result(dfa, ev_nodes, np.full(len(ev_nodes), -1, dtype=np.int32), mask=m)
+            inside_cache.put(key, hit)
+        return hit
+
+    def _counted_chunk(self, core, ls: int) -> Walk | None:
+        """A long string's chunk and tail both alive (see ``JsonSchemaCompiler.long_string``):
+        every character position would be its own product walk, but the pair is masked from the
+        counted walk like a single bounded string."""
+        if ls >= core._n_prod or len(core.dfas) != 2:
+            return None
+        a, b = core.dfas
+        if getattr(a, "chunk_chars", None) is None:
+            a, b = b, a
+        if getattr(a, "chunk_chars", None) is None or getattr(b, "length_bounds", None) is None:
+            return None
+        sub = core.substates(ls)
+        if a is not core.dfas[0]:
+            sub = sub[::-1]
+        if sub[0] < 0 or sub[1] < 0:
+            return None
+        return self._chunk_walk(a, sub[0], b, sub[1])
+
+    def _chunk_walk(self, chunk, sub: int, tail, tail_sub: int) -> Walk | None:
+        """Masks of a chunk of exactly ``chunk.chunk_chars`` characters (state ``sub``), with a
+        length-bounded ``tail`` (state ``tail_sub``) alive beside it or not (``tail`` None)."""
+        from .counted import boundary_counts, counted_strings
+
+        cs = counted_strings(self.trie)
+        counts = boundary_counts(chunk, cs.base, cs.b_state, cs.closed_state)
+        if counts is None or counts[sub] < 0:
+            return None
+        i = int(counts[sub])
+        lo = hi = None
+        if tail is not None:
+            t_counts = boundary_counts(tail, cs.base, cs.b_state, cs.closed_state)
+            if t_counts is None or t_counts[tail_sub] != i:
+                return None
+            lo, hi = tail.length_bounds[0] - i, tail.length_bounds[1] - i
+        r = chunk.chunk_chars - i
+        owner = chunk if tail is None else (chunk, tail)
+        key = (id(chunk), id(tail), id(self.trie), ("chunk", r, lo, hi))
+        hit = inside_cache.get(key, owner)
+        if hit is None:
+            m, closed_ev, open_ev = cs.chunk(r, lo, hi)
+            sigs = [np.full(len(open_ev), signature((id(chunk),)), dtype=np.int64)]
+            if tail is not None:
+                sigs.append(np.full(len(closed_ev), signature((id(tail),)), dtype=np.int64))
+            ev_nodes = np.concatenate([open_ev, closed_ev]) if tail is not None else open_ev
+            # events carry their accepting automaton as a signature; states are not needed
+            hit = Walk(owner, ev_nodes, np.full(len(ev_nodes), -1, dtype=np.int32), np.concatenate(sigs), mask=m)
             inside_cache.put(key, hit)
         return hit
 

@@ -146,16 +146,19 @@ def literal_strings(values: list[str]) -> DFA:
 def chunk_terminals() -> tuple[DFA, DFA]:
     """(first chunk: quote + CHUNK_CHARS characters, later chunk: CHUNK_CHARS characters)."""
     body = length_content(CHUNK_CHARS, CHUNK_CHARS)
-    return quoted(body, closing=False), body
+    first = quoted(body, closing=False)
+    # the engine masks chunk states from the counted walk (structgen.engine.counted)
+    first.chunk_chars = body.chunk_chars = CHUNK_CHARS
+    return first, body
 
 
 @functools.lru_cache(maxsize=64)
 def tail_terminal(lo: int, hi: int, opening: bool) -> DFA:
     """lo..hi characters then the closing quote (with the opening quote too if ``opening``)."""
     q = quoted(length_content(lo, hi))
-    if opening:
-        return q
-    # drop the opening quote: start from the state after it
-    n = q.n_states
-    start = int(q.trans[0, q.classmap[ord('"')]])
-    return trim(DFA(q.trans.copy(), q.accept.copy(), q.classmap.copy(), start))
+    if not opening:
+        # drop the opening quote: start from the state after it
+        start = int(q.trans[0, q.classmap[ord('"')]])
+        q = trim(DFA(q.trans.copy(), q.accept.copy(), q.classmap.copy(), start))
+    q.length_bounds = (lo, hi)  # masked from the counted walk, like any length-bounded string
+    return q
