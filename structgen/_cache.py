@@ -11,7 +11,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-__all__ = ["cache_root", "atomic_pickle_dump", "pickle_load_or_none"]
+__all__ = ["cache_root", "atomic_pickle_dump", "pickle_load_or_none", "use_cold_regex_cache"]
 
 
 def cache_root() -> Path:
@@ -54,3 +54,23 @@ def pickle_load_or_none(path: Path) -> Any:
             return pickle.load(f)
     except (OSError, pickle.UnpicklingError, EOFError, AttributeError, ValueError):
         return None
+
+
+def use_cold_regex_cache() -> None:
+    """Point ``$STRUCTGEN_CACHE`` (for this process and its children) at a temporary folder
+    that links every cache entry except ``regex/``: benchmark compile times are then cold
+    (no DFA saved by an earlier run), while converted models and tokenizer tables are reused."""
+    import atexit
+    import shutil
+
+    real = cache_root()
+    tmp = Path(tempfile.mkdtemp(prefix="structgen-cold-cache-"))
+    if real.is_dir():
+        for entry in real.iterdir():
+            if entry.name != "regex":
+                try:
+                    (tmp / entry.name).symlink_to(entry)
+                except OSError:
+                    pass
+    os.environ["STRUCTGEN_CACHE"] = str(tmp)
+    atexit.register(shutil.rmtree, tmp, True)

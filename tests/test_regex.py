@@ -87,3 +87,22 @@ def test_pathological_patterns_are_bounded():
     with pytest.raises(GrammarError):
         compile_regex(r"((a|b){50}){50}{50}")
     assert time.perf_counter() - t0 < 30
+
+
+def test_disk_cache_keeps_only_slow_automata(tmp_path, monkeypatch):
+    """Slow-to-build automata are saved and loaded back exactly; quick ones are rebuilt (a file
+    costs about as much to load as they do to build)."""
+    import numpy as np
+
+    from structgen.grammar import regex as R
+
+    monkeypatch.setenv("STRUCTGEN_CACHE", str(tmp_path))
+    monkeypatch.setattr(R, "DISK_CACHE_MIN_SECONDS", 1e9)
+    R._compile_cached("[a-c]{2}x", False, False, 0)
+    assert not (tmp_path / "regex").exists()
+    monkeypatch.setattr(R, "DISK_CACHE_MIN_SECONDS", 0.0)
+    built = R._compile_cached.__wrapped__("[a-c]{3}y", False, True, 0)
+    assert len(list((tmp_path / "regex").glob("*.npz"))) == 1
+    loaded = R._compile_cached.__wrapped__("[a-c]{3}y", False, True, 0)
+    assert np.array_equal(built.trans, loaded.trans) and np.array_equal(built.classmap, loaded.classmap)
+    assert np.array_equal(built.accept, loaded.accept) and built.start == loaded.start

@@ -33,23 +33,21 @@ so a paired comparison never spans a long stretch of a noisy machine.
 """
 from __future__ import annotations
 
-import atexit
 import functools
 import gzip
 import json
 import math
 import os
 import re
-import shutil
 import statistics
 import sys
-import tempfile
 import time
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
+from .._cache import use_cold_regex_cache
 from .gen_engines import GenEngine, GenOutput, get_gen_engine_class
 from .maskbench import read_results, repo_root, sample_records
 from .watchdog import Worker, WorkerSetupError
@@ -268,25 +266,6 @@ def _short(e: BaseException, limit: int = 500) -> str:
     return s if len(s) <= limit else s[: limit - 3] + "..."
 
 
-def _fresh_regex_cache() -> None:
-    """Point ``$STRUCTGEN_CACHE`` at a temporary folder that links every cache entry
-    except ``regex/``: compile times are then cold (no DFA saved by an earlier run),
-    while the converted model and tokenizer tables are reused."""
-    from .._cache import cache_root
-
-    real = cache_root()
-    tmp = Path(tempfile.mkdtemp(prefix="structgen-jsb-cache-"))
-    if real.is_dir():
-        for entry in real.iterdir():
-            if entry.name != "regex":
-                try:
-                    (tmp / entry.name).symlink_to(entry)
-                except OSError:
-                    pass
-    os.environ["STRUCTGEN_CACHE"] = str(tmp)
-    atexit.register(shutil.rmtree, tmp, True)
-
-
 def make_jsb_handler(model: Any, engines: Sequence[str | type[GenEngine]], *, max_tokens: int,
                      max_prompt_tokens: int | None, warmup: bool = True) -> tuple[Callable[[dict], dict], dict]:
     """Set every engine up on ``model``; returns ``(handler, info)``.
@@ -396,7 +375,7 @@ def make_jsb_worker(model_spec: str | None, engines: Sequence[str | type[GenEngi
     """Worker factory (runs in the child): one torch thread, load the model, set the engines up."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     if fresh_regex_cache:
-        _fresh_regex_cache()
+        use_cold_regex_cache()
     try:  # transformers' loading bars would create a multiprocessing lock a killed worker leaks
         import threading
 

@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
+from .._cache import use_cold_regex_cache
 from .engines import (
     ENGINES,
     MaskEngine,
@@ -270,6 +271,8 @@ def make_mask_worker(engine: str | type[MaskEngine], tokenizer_spec: Any, warmup
     """
     if "torch" in sys.modules:
         sys.modules["torch"].set_num_threads(1)
+    # compile times are measured cold: no regex automaton saved on disk by an earlier run
+    use_cold_regex_cache()
     cls = get_engine_class(engine)
     t0 = time.perf_counter()
     tok = tokenizer_spec.load()

@@ -18,7 +18,7 @@ from ..grammar.ir import GrammarIR
 from .lexer import Lexer, LexerCache
 from .parser import Parser
 from .rules import build_rule_automata, compute_costs
-from .trie import TokenTrie
+from .trie import TokenTrie, or_words
 from .walks import TrieWalker
 
 MASK_CACHE_ENTRIES = 4096
@@ -28,7 +28,9 @@ class CompiledGrammar:
     """Immutable grammar tables plus thread-safe lazily filled caches."""
 
     def __init__(self, ir: GrammarIR, tokenizer, trie: TokenTrie, *, kind: str = "grammar", validator=None):
-        self.ir = ir
+        # the IR itself is not kept: a cached grammar holds its tables, not the expression trees
+        # (and schema) it came from, which only lengthened the garbage collector's full passes
+        self.source = ir.source
         self.kind = kind
         self.tokenizer = tokenizer
         self.trie = trie
@@ -143,7 +145,7 @@ class CompiledGrammar:
                 lx2 = lexer_for(c2)
                 w2 = cont(gid, nodes, lx2)
                 if len(w2.words):
-                    m[w2.words] |= w2.vals
+                    or_words(m, w2.words, w2.vals)
                 if len(w2.ev_nodes):
                     todo.append((c2, lx2, w2))
 

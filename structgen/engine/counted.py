@@ -204,12 +204,17 @@ def class_counted(dfa: DFA) -> tuple[DFA, int, int] | None:
     return result
 
 
+def _high_classes(cm: np.ndarray) -> np.ndarray:
+    """The classes of the bytes 0x80-0xFF (UTF-8 beyond ASCII)."""
+    return np.unique(cm[0x80:])
+
+
 def _class_counted(dfa: DFA):
     q = ord('"')
     cm = dfa.classmap
     s1 = int(dfa.trans[dfa.start, cm[q]])
-    if s1 < 0 or dfa.n_states > 64 * MAX_COUNT:
-        return None
+    if s1 < 0 or dfa.n_states > 64 * MAX_COUNT or (dfa.trans[:, _high_classes(cm)] >= 0).any():
+        return None  # (a string that may hold non-ASCII characters is no single-byte class)
     chars = frozenset(b for b in _CLASS_BYTES if dfa.trans[s1, cm[b]] >= 0)
     if not chars:
         return None

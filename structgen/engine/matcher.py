@@ -11,6 +11,25 @@ import numpy as np
 from .compiled import CompiledGrammar
 
 
+_views: dict[int, tuple] = {}
+
+
+def _cpu_view(tensor):
+    """A numpy view sharing a CPU tensor's memory (one numpy copy per mask instead of torch
+    slicing), remembered per tensor: callers fill the same bitmask every step.  Accelerator
+    tensors are returned as they are."""
+    hit = _views.get(id(tensor))
+    if hit is not None and hit[0] is tensor and hit[1] == tensor.data_ptr() and hit[2] == tensor.shape:
+        return hit[3]
+    if tensor.device.type != "cpu" or tensor.requires_grad:
+        return tensor
+    view = tensor.numpy()
+    if len(_views) > 64:
+        _views.clear()
+    _views[id(tensor)] = (tensor, tensor.data_ptr(), tensor.shape, view)
+    return view
+
+
 class Matcher:
     """Tracks one output against a compiled grammar, token by token."""
 
@@ -67,8 +86,8 @@ class Matcher:
         """Write row ``index`` of an int32 bitmask (torch tensor or numpy array)
         of shape [batch, ceil(V/32)]; extra words beyond the vocabulary are zeroed."""
         words = self.next_token_mask().view(np.int32)
-        if not isinstance(bitmask, np.ndarray) and bitmask.device.type == "cpu" and not bitmask.requires_grad:
-            bitmask = bitmask.numpy()  # shares memory: one numpy copy instead of torch slicing
+        if not isinstance(bitmask, np.ndarray):
+            bitmask = _cpu_view(bitmask)
         row = bitmask[index]
         width = row.shape[0]
         n = min(width, len(words))

@@ -365,6 +365,13 @@ def _grow_i64(a, n):
 
 
 @numba.njit(cache=True, nogil=True)
+def or_words(mask, words, vals):
+    """``mask[words] |= vals`` for a sparse continuation result (one call, no temporaries)."""
+    for k in range(len(words)):
+        mask[words[k]] |= vals[k]
+
+
+@numba.njit(cache=True, nogil=True)
 def advance_bytes(trans, classmap, state, data, start):
     """Feed ``data[start:]`` to a lexer DFA; return (state, index where it stopped).
 
@@ -401,5 +408,6 @@ def warm_up_kernels(trie: "TokenTrie") -> None:
                          trie.tok_ptr[:2] * 0, trie.tok_ids[:0], trans, cm, b, np.zeros(1, dtype=np.uint8),
                          np.zeros(0, dtype=np.int32), mask, ev, mask[:1].copy(), ev, ev, 1)
     advance_bytes(trans, cm, 0, np.zeros(1, dtype=np.uint8), 0)
+    or_words(mask, np.zeros(0, dtype=np.int32), np.zeros(0, dtype=np.uint32))
     trie.anchored_walk(trans, cm, b, np.zeros(1, dtype=np.uint8), 0, 0, 1, np.zeros(1, dtype=np.bool_),
                        np.zeros(1, dtype=np.int64), mask, ev[:0], ev[:0], mask.copy(), ev, ev)

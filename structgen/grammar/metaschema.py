@@ -194,19 +194,31 @@ def fast_metaschema_ok(schema: Any, metaschema_uri: str) -> bool:
     if entry is None:
         return False
     table, booleans_allowed = entry
+    return _MetaWalk(table, booleans_allowed).walk(schema)
 
-    def walk(s: Any) -> bool:  # recursion as deep as the schema: compiles run on a large stack
+
+class _MetaWalk:
+    """The recursive check (a method, not a closure: a closure that calls itself is a
+    reference cycle left for the garbage collector on every compile)."""
+
+    __slots__ = ("table", "booleans_allowed")
+
+    def __init__(self, table: dict, booleans_allowed: bool):
+        self.table = table
+        self.booleans_allowed = booleans_allowed
+
+    def walk(self, s: Any) -> bool:  # recursion as deep as the schema: compiles run on a large stack
         if isinstance(s, bool):
-            return booleans_allowed
+            return self.booleans_allowed
         if not isinstance(s, dict):
             return False
+        table = self.table
         if table is _DRAFT4 and (("exclusiveMaximum" in s and "maximum" not in s)
                                  or ("exclusiveMinimum" in s and "minimum" not in s)):
             return False
+        walk = self.walk
         for k, v in s.items():
             check = table.get(k)
             if check is not None and not check(v, walk):
                 return False
         return True
-
-    return walk(schema)

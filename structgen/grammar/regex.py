@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import re
+import time
 from re import _constants as C  # type: ignore[attr-defined]
 from re import _parser as sre_parse  # type: ignore[attr-defined]
 
@@ -211,6 +212,8 @@ def build_nfa(pattern: str, *, encoder=cc.UTF8, search: bool = False, flags: int
 
 
 DISK_CACHE_VERSION = 1
+#: Automata that took less than this to build are not saved to disk (loading one costs about as much).
+DISK_CACHE_MIN_SECONDS = 0.005
 
 
 @functools.lru_cache(maxsize=4096)
@@ -226,12 +229,15 @@ def _compile_cached(pattern: str, search: bool, json_string: bool, flags: int) -
     key = hashlib.sha256(repr((DISK_CACHE_VERSION, pattern, search, json_string, flags)).encode()).hexdigest()[:32]
     path = cache_root() / "regex" / f"{key}.npz"
     try:
-        z = np.load(path)
-        return DFA(z["trans"], z["accept"], z["classmap"], int(z["start"]))
+        with np.load(path) as z:
+            return DFA(z["trans"], z["accept"], z["classmap"], int(z["start"]))
     except (OSError, KeyError, ValueError):
         pass
     enc = cc.JSON_STRING if json_string else cc.UTF8
+    t0 = time.perf_counter()
     dfa = determinize(build_nfa(pattern, encoder=enc, search=search, flags=flags))
+    if time.perf_counter() - t0 < DISK_CACHE_MIN_SECONDS:
+        return dfa  # rebuilding is cheaper than a file: only slow automata are worth saving
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_name(f"{key}.{__import__('os').getpid()}.tmp.npz")
