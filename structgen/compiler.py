@@ -96,12 +96,14 @@ def run_deep(fn):
 
 
 def _warm_up_string_automata(trie: TokenTrie) -> None:
-    """Build the string automata that long and length-bounded strings of every schema share
-    (chunk terminals and their depth classes, the counted walk of the vocabulary) as part of
-    the per-tokenizer set-up, instead of inside the first schema's first masks."""
+    """Build the string automata that schemas share (chunk terminals and their depth classes,
+    the counted walk of the vocabulary, every string ``format``) as part of the per-tokenizer
+    set-up, instead of inside the first schema that needs them (an ``ipv6`` or ``email``
+    automaton takes 50-100 ms to build)."""
     from .engine.counted import counted_strings
     from .engine.walks import CANON_MIN_STATES
-    from .grammar.json_strings import CHUNK_CHARS, chunk_terminals, tail_terminal
+    from .grammar.formats import FORMAT_REGEXES
+    from .grammar.json_strings import CHUNK_CHARS, chunk_terminals, string_dfa, tail_terminal
 
     depth = trie.max_depth + 1
     first, chunk = chunk_terminals()
@@ -110,6 +112,8 @@ def _warm_up_string_automata(trie: TokenTrie) -> None:
         if d.n_states >= CANON_MIN_STATES:
             d.depth_classes(depth)
     counted_strings(trie)
+    for fmt in FORMAT_REGEXES:
+        string_dfa(formats=(fmt,))
 
 
 class GrammarCompiler:

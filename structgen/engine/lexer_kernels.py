@@ -12,66 +12,10 @@ from __future__ import annotations
 import numba
 import numpy as np
 
+from ..grammar.fsa_kernels import _grow1, _grow2, _hash, _probe, _rehash
+
 __all__ = ["build_core", "explore_product", "warm_up_lexer_kernels"]
 
-_MUL = np.uint64(0x9E3779B97F4A7C15)
-
-
-@numba.njit(cache=True, nogil=True)
-def _grow2(a, n):
-    b = np.empty((n, a.shape[1]), dtype=a.dtype)
-    b[:a.shape[0]] = a
-    return b
-
-
-@numba.njit(cache=True, nogil=True)
-def _grow1(a, n):
-    b = np.empty(n, dtype=a.dtype)
-    b[:a.shape[0]] = a
-    return b
-
-
-@numba.njit(cache=True, nogil=True)
-def _hash(js, ss, m):
-    h = np.uint64(1469598103934665603)
-    for i in range(m):
-        h = (h ^ np.uint64(js[i] * 1000003 + ss[i] + 1)) * _MUL
-        h ^= h >> np.uint64(31)
-    return h
-
-
-@numba.njit(cache=True, nogil=True, inline="always")
-def _probe(slots, hashes, ptr, have_a, have_b, want_a, want_b, m, h):
-    """Open-addressing lookup of the entry list ``want_*[:m]`` (hash ``h``) among rows
-    ``have_*[ptr[r]:ptr[r+1]]``: ``(row or -1, free slot)``."""
-    tsize = len(slots)
-    slot = np.int64(h & np.uint64(tsize - 1))
-    while True:
-        r = slots[slot]
-        if r < 0:
-            return -1, slot
-        if hashes[r] == h and ptr[r + 1] - ptr[r] == m:
-            same = True
-            base = ptr[r]
-            for q in range(m):
-                if have_a[base + q] != want_a[q] or have_b[base + q] != want_b[q]:
-                    same = False
-                    break
-            if same:
-                return r, slot
-        slot = (slot + 1) & (tsize - 1)
-
-
-@numba.njit(cache=True, nogil=True)
-def _rehash(hashes, n, tsize):
-    """A fresh slot table of ``tsize`` for rows ``0..n`` (kept at most half full)."""
-    slots = np.full(tsize, -1, dtype=np.int64)
-    for r in range(n):
-        s2 = np.int64(hashes[r] & np.uint64(tsize - 1))
-        while slots[s2] >= 0:
-            s2 = (s2 + 1) & (tsize - 1)
-        slots[s2] = r
-    return slots
 
 
 @numba.njit(cache=True, nogil=True)

@@ -14,7 +14,8 @@ import numpy as np
 
 from ..errors import GrammarError
 from ..grammar.ir import Alt, Expr, GrammarIR, Graph, Repeat, Seq, Sym
-from .rule_kernels import determinize_rules, trim_rules
+from ..grammar.fsa_kernels import subset_construction
+from .rule_kernels import trim_rules
 
 MAX_RULE_NFA_STATES = 200_000
 #: Summed size of the NFA subsets the subset construction may expand before it gives up.
@@ -146,10 +147,10 @@ def build_rule_automata(ir: GrammarIR, term_index: dict[str, int]) -> tuple[list
         finals.append(f)
         _build(nfa, ir.rules[n], s, f, codes)
     i32 = np.int32
-    ok, dfa_ptr, is_final, o_src, o_sym, o_dst = determinize_rules(
+    ok, dfa_ptr, is_final, o_src, o_sym, o_dst = subset_construction(
         nfa.n, np.array(nfa.eps_src, dtype=i32), np.array(nfa.eps_dst, dtype=i32), np.array(nfa.e_src, dtype=i32),
         np.array(nfa.e_sym, dtype=i32), np.array(nfa.e_dst, dtype=i32), 2 * (len(term_index) + len(names)) + 1,
-        np.array(starts, dtype=i32), np.array(finals, dtype=i32), MAX_RULE_DETERMINIZE_WORK)
+        np.array(starts, dtype=i32), np.array(finals, dtype=i32), MAX_RULE_DETERMINIZE_WORK, 1 << 40)
     if not ok:
         raise GrammarError("rule automaton too large (subset construction over its work limit); "
                            "reduce repetition bounds")

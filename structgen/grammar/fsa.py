@@ -17,13 +17,14 @@ import numpy as np
 
 from ..errors import GrammarError
 from .fsa_kernels import backward_depth as _backward_depth, depth_canonical as _depth_canonical, \
-    live_reachable as _live_reachable, pair_product as _pair_product
+    live_reachable as _live_reachable, pair_product as _pair_product, \
+    subset_construction as _subset_construction
 
 #: Hard caps that keep compiles bounded; exceeding one raises GrammarError.
 MAX_NFA_STATES = 400_000
 MAX_DFA_STATES = 60_000
-#: Sum of NFA-subset sizes the subset construction may visit (a few seconds of Python).
-MAX_DETERMINIZE_WORK = 1_500_000
+#: Sum of NFA-subset sizes the subset construction may visit (about a second of the kernel).
+MAX_DETERMINIZE_WORK = 20_000_000
 
 
 class NFA:
@@ -64,18 +65,20 @@ class NFA:
 
     def add_dfa(self, dfa: "DFA", a: int, b: int) -> None:
         """Embed a DFA between states a and b (its accepting states eps-link to b)."""
-        base = [self.new_state() for _ in range(dfa.n_states)]
-        self.add_eps(a, base[dfa.start])
-        inv = dfa.class_ranges()
-        for s in range(dfa.n_states):
-            row = dfa.trans[s]
-            for c, ranges in enumerate(inv):
-                t = int(row[c])
-                if t >= 0:
-                    for lo, hi in ranges:
-                        self.add_range(base[s], lo, hi, base[t])
-            if dfa.accept[s]:
-                self.add_eps(base[s], b)
+        n = dfa.n_states
+        if len(self.eps) + n > MAX_NFA_STATES:
+            raise GrammarError(
+                f"automaton too large (over {MAX_NFA_STATES} states); reduce repetition bounds or pattern size"
+            )
+        base = len(self.eps)
+        self.eps.extend([] for _ in range(n))
+        self.edges.extend([] for _ in range(n))
+        self.add_eps(a, base + dfa.start)
+        edges = self.edges
+        for s, lo, hi, t in dfa.range_edges():
+            edges[base + s].append((lo, hi, base + t))
+        for s in dfa.accepting_states():
+            self.add_eps(base + s, b)
 
 
 @dataclass
@@ -106,6 +109,24 @@ class DFA:
                 out[int(cm[lo])].append((lo, b - 1))
                 lo = b
         return out
+
+    def range_edges(self) -> list[tuple[int, int, int, int]]:
+        """Every transition as ``(state, lo, hi, target)`` byte ranges (cached: a regex embeds
+        the same character automaton once per repetition)."""
+        out = self.__dict__.get("_range_edges")
+        if out is None:
+            inv = self.class_ranges()
+            out = []
+            rows = self.trans.tolist()
+            for s, row in enumerate(rows):
+                for c, t in enumerate(row):
+                    if t >= 0:
+                        out.extend((s, lo, hi, t) for lo, hi in inv[c])
+            self._range_edges = out
+        return out
+
+    def accepting_states(self) -> list[int]:
+        return np.nonzero(self.accept)[0].tolist()
 
     def step(self, state: int, byte: int) -> int:
         return int(self.trans[state, self.classmap[byte]])
@@ -182,149 +203,72 @@ def unique_rows(a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return a[idx], inv.reshape(-1)
 
 
-def _refine_classes(range_sets: list[tuple[int, int]]) -> np.ndarray:
+def _refine_classes(lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
     """Byte classes: bytes not separated by any range boundary share a class."""
     cuts = np.zeros(257, dtype=bool)
     cuts[0] = True
-    for lo, hi in range_sets:
-        cuts[lo] = True
-        cuts[hi + 1] = True
-    classmap = np.cumsum(cuts[:256]).astype(np.int32) - 1
-    return classmap
+    cuts[lo] = True
+    cuts[hi + 1] = True
+    return (np.cumsum(cuts[:256]) - 1).astype(np.int32)
 
 
 def determinize(nfa: NFA) -> DFA:
-    """Subset construction, then trimming of dead states."""
-    all_ranges = [(lo, hi) for edges in nfa.edges for lo, hi, _ in edges]
-    classmap = _refine_classes(all_ranges)
-    n_classes = int(classmap[-1]) + 1 if len(classmap) else 1
-    # representative byte per class
-    rep = np.zeros(n_classes, dtype=np.int64)
-    seen = np.zeros(n_classes, dtype=bool)
-    for b in range(256):
-        c = classmap[b]
-        if not seen[c]:
-            seen[c] = True
-            rep[c] = b
-    # per NFA state: class -> targets
-    cls_edges: list[dict[int, list[int]]] = []
-    for edges in nfa.edges:
-        d: dict[int, list[int]] = {}
+    """Subset construction over byte classes (one numba kernel), then trimming and
+    minimisation; bounded by :data:`MAX_DETERMINIZE_WORK` and :data:`MAX_DFA_STATES`."""
+    e_src, e_lo, e_hi, e_dst = [], [], [], []
+    for s, edges in enumerate(nfa.edges):
         for lo, hi, t in edges:
-            for c in range(int(classmap[lo]), int(classmap[hi]) + 1):
-                d.setdefault(c, []).append(t)
-        cls_edges.append(d)
-
-    eps = nfa.eps
-    closure_cache: dict[int, frozenset[int]] = {}
-    state_closure: dict[int, frozenset[int]] = {}
-
-    def one(s0: int) -> frozenset[int]:
-        c = state_closure.get(s0)
-        if c is None:
-            c = state_closure[s0] = epsilon_closure(eps, s0)
-        return c
-
-    def closure(states) -> frozenset[int]:
-        it = iter(states)
-        out = set(one(next(it)))
-        for s in it:
-            out |= one(s)
-        return frozenset(out)
-
-    start = closure([nfa.start])
-    index = {start: 0}
-    order = [start]
-    rows: list[list[int]] = []
-    final = nfa.final
-    i = 0
-    work = 0
-    while i < len(order):
-        cur = order[i]
-        i += 1
-        work += len(cur)
-        if work > MAX_DETERMINIZE_WORK:  # huge subsets: fail in seconds, not minutes
-            raise GrammarError("automaton too large (subset construction over its work limit); "
-                               "reduce repetition bounds or pattern size")
-        moves: dict[int, set[int]] = {}
-        for s in cur:
-            for c, ts in cls_edges[s].items():
-                moves.setdefault(c, set()).update(ts)
-        row = [-1] * n_classes
-        for c, ts in moves.items():
-            key = frozenset(ts)
-            tgt = closure_cache.get(key) if len(key) == 1 else None
-            if tgt is None:
-                tgt = closure(ts)
-                work += len(ts) + len(tgt)
-                if len(key) == 1:
-                    closure_cache[key] = tgt
-            j = index.get(tgt)
-            if j is None:
-                j = len(order)
-                if j >= MAX_DFA_STATES:
-                    raise GrammarError(
-                        f"automaton too large (over {MAX_DFA_STATES} DFA states); reduce repetition bounds or pattern size"
-                    )
-                index[tgt] = j
-                order.append(tgt)
-            row[c] = j
-        rows.append(row)
-    trans = np.array(rows, dtype=np.int32).reshape(len(rows), n_classes)
-    accept = np.array([final in st for st in order], dtype=bool)
-    return minimize(trim(DFA(trans, accept, classmap.astype(np.int32), 0)))
+            e_src.append(s)
+            e_lo.append(lo)
+            e_hi.append(hi)
+            e_dst.append(t)
+    lo, hi = np.array(e_lo, dtype=np.int64), np.array(e_hi, dtype=np.int64)
+    classmap = _refine_classes(lo, hi)
+    n_classes = int(classmap[-1]) + 1
+    # one edge per (range edge, class inside the range)
+    c_lo = classmap[lo].astype(np.int64)
+    count = classmap[hi].astype(np.int64) - c_lo + 1
+    first = np.cumsum(count) - count
+    sym = np.arange(int(count.sum()), dtype=np.int64) - np.repeat(first - c_lo, count)
+    eps_src = [s for s, ts in enumerate(nfa.eps) for _ in ts]
+    eps_dst = [t for ts in nfa.eps for t in ts]
+    i32 = np.int32
+    ok, dfa_ptr, is_final, o_src, o_sym, o_dst = _subset_construction(
+        len(nfa.eps), np.array(eps_src, dtype=i32), np.array(eps_dst, dtype=i32),
+        np.repeat(np.array(e_src, dtype=i32), count), sym.astype(i32), np.repeat(np.array(e_dst, dtype=i32), count),
+        n_classes, np.array([nfa.start], dtype=i32), np.array([nfa.final], dtype=i32), MAX_DETERMINIZE_WORK,
+        MAX_DFA_STATES)
+    if not ok:
+        raise GrammarError(f"automaton too large (over {MAX_DFA_STATES} DFA states or over the subset construction's "
+                           "work limit); reduce repetition bounds or pattern size")
+    n = int(dfa_ptr[1])
+    trans = np.full((n, n_classes), -1, dtype=np.int32)
+    trans[o_src, o_sym] = o_dst
+    return minimize(trim(DFA(trans, is_final.copy(), classmap, 0)))
 
 
 MINIMIZE_MAX_STATES = 20_000
 
 
-def epsilon_closure(eps: list, s0: int) -> frozenset:
-    """States reachable from ``s0`` through epsilon edges (``eps[s]``: targets of ``s``)."""
-    if not eps[s0]:
-        return frozenset((s0,))
-    stack = [s0]
-    seen = {s0}
-    while stack:
-        s = stack.pop()
-        for t in eps[s]:
-            if t not in seen:
-                seen.add(t)
-                stack.append(t)
-    return frozenset(seen)
-
-
 def minimize(dfa: DFA) -> DFA:
-    """Moore partition refinement (vectorised); skipped for very large DFAs."""
+    """Moore partition refinement run to its fixpoint (the numba kernel behind depth classes);
+    skipped for very large DFAs."""
     n = dfa.n_states
     if n <= 2 or n > MINIMIZE_MAX_STATES:
         return dfa
-    trans = dfa.trans
-    part = dfa.accept.astype(np.int64)
-    n_parts = len(np.unique(part))
-    while True:
-        succ = np.where(trans >= 0, part[np.maximum(trans, 0)], -1)
-        sig = np.concatenate([part[:, None], succ], axis=1)
-        _, new = unique_rows(sig)
-        k = int(new.max()) + 1
-        if k == n_parts:
-            break
-        part, n_parts = new, k
-    if n_parts == n:
+    trans, accept = _kernel_args(dfa)
+    canon = _depth_canonical(trans, accept, n)  # n rounds: the full Myhill-Nerode partition
+    reps = np.unique(canon)
+    if len(reps) == n:
         return dfa
-    # renumber so the start state's block is 0
-    order = np.full(n_parts, -1, dtype=np.int64)
-    order[part[dfa.start]] = 0
-    nxt = 1
-    for b in part:
-        if order[b] < 0:
-            order[b] = nxt
-            nxt += 1
-    part = order[part]
-    rep = np.zeros(n_parts, dtype=np.int64)
-    rep[part[::-1]] = np.arange(n)[::-1]
-    new_trans = trans[rep]
+    # block ids: the start state's block first, then by first occurrence
+    order = np.concatenate([[canon[dfa.start]], reps[reps != canon[dfa.start]]])
+    block = np.full(n, -1, dtype=np.int64)
+    block[order] = np.arange(len(order))
+    part = block[canon]
+    new_trans = trans[order]
     new_trans = np.where(new_trans >= 0, part[np.maximum(new_trans, 0)], -1).astype(np.int32)
-    return compact_classes(DFA(new_trans, dfa.accept[rep].copy(), dfa.classmap, 0))
+    return compact_classes(DFA(new_trans, dfa.accept[order].copy(), dfa.classmap, 0))
 
 
 def _kernel_args(dfa: DFA) -> tuple[np.ndarray, np.ndarray]:

@@ -10,7 +10,10 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-__all__ = ["backward_depth", "depth_canonical", "live_reachable", "pair_product", "warm_up_fsa_kernels"]
+__all__ = ["backward_depth", "depth_canonical", "live_reachable", "pair_product", "subset_construction",
+           "warm_up_fsa_kernels"]
+
+_MUL = np.uint64(0x9E3779B97F4A7C15)
 
 
 @numba.njit(cache=True, nogil=True)
@@ -258,10 +261,240 @@ def pair_product(ta, tb, acc_a, acc_b, start_a, start_b, mode, max_states):
     return n, trans[:n], accept
 
 
+# -- open-addressing tables of int runs (shared with the lexer kernels) ---------------------------
+
+@numba.njit(cache=True, nogil=True)
+def _grow2(a, n):
+    b = np.empty((n, a.shape[1]), dtype=a.dtype)
+    b[:a.shape[0]] = a
+    return b
+
+
+@numba.njit(cache=True, nogil=True)
+def _grow1(a, n):
+    b = np.empty(n, dtype=a.dtype)
+    b[:a.shape[0]] = a
+    return b
+
+
+@numba.njit(cache=True, nogil=True)
+def _hash(js, ss, m):
+    h = np.uint64(1469598103934665603)
+    for i in range(m):
+        h = (h ^ np.uint64(js[i] * 1000003 + ss[i] + 1)) * _MUL
+        h ^= h >> np.uint64(31)
+    return h
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _probe(slots, hashes, ptr, have_a, have_b, want_a, want_b, m, h):
+    """Open-addressing lookup of the entry list ``want_*[:m]`` (hash ``h``) among rows
+    ``have_*[ptr[r]:ptr[r+1]]``: ``(row or -1, free slot)``."""
+    tsize = len(slots)
+    slot = np.int64(h & np.uint64(tsize - 1))
+    while True:
+        r = slots[slot]
+        if r < 0:
+            return -1, slot
+        if hashes[r] == h and ptr[r + 1] - ptr[r] == m:
+            same = True
+            base = ptr[r]
+            for q in range(m):
+                if have_a[base + q] != want_a[q] or have_b[base + q] != want_b[q]:
+                    same = False
+                    break
+            if same:
+                return r, slot
+        slot = (slot + 1) & (tsize - 1)
+
+
+@numba.njit(cache=True, nogil=True)
+def _rehash(hashes, n, tsize):
+    """A fresh slot table of ``tsize`` for rows ``0..n`` (kept at most half full)."""
+    slots = np.full(tsize, -1, dtype=np.int64)
+    for r in range(n):
+        s2 = np.int64(hashes[r] & np.uint64(tsize - 1))
+        while slots[s2] >= 0:
+            s2 = (s2 + 1) & (tsize - 1)
+        slots[s2] = r
+    return slots
+
+
+@numba.njit(cache=True, nogil=True)
+def _csr(n, src, dst):
+    """Targets of each state as ``dst[ptr[s]:ptr[s+1]]`` (counting sort by source)."""
+    ptr = np.zeros(n + 1, dtype=np.int64)
+    for i in range(len(src)):
+        ptr[src[i] + 1] += 1
+    for s in range(n):
+        ptr[s + 1] += ptr[s]
+    fill = ptr[:-1].copy()
+    order = np.empty(len(src), dtype=np.int64)
+    for i in range(len(src)):
+        order[fill[src[i]]] = i
+        fill[src[i]] += 1
+    return ptr, order
+
+
+@numba.njit(cache=True, nogil=True)
+def _closure(stack, top, mark, stamp, eps_ptr, eps_order, eps_dst, cur):
+    """Epsilon closure of the ``top`` states on ``stack``, sorted into ``cur``; returns its size."""
+    m = 0
+    while top > 0:
+        top -= 1
+        s = stack[top]
+        if mark[s] == stamp:
+            continue
+        mark[s] = stamp
+        cur[m] = s
+        m += 1
+        for k in range(eps_ptr[s], eps_ptr[s + 1]):
+            t = eps_dst[eps_order[k]]
+            if mark[t] != stamp:
+                stack[top] = t
+                top += 1
+    cur[:m].sort()
+    return m
+
+
+@numba.njit(cache=True, nogil=True)
+def subset_construction(n, eps_src, eps_dst, e_src, e_sym, e_dst, n_syms, starts, finals, max_work, max_states):
+    """Subset construction of several NFAs sharing one state space (states ``0..n``; NFA
+    ``r`` from ``starts[r]`` to ``finals[r]``; edge symbols ``0..n_syms``): a grammar's rule
+    bodies, or one byte NFA whose symbols are byte classes.
+
+    Returns ``(ok, dfa_ptr, is_final, o_src, o_sym, o_dst)``: NFA ``r`` owns DFA states
+    ``dfa_ptr[r]..dfa_ptr[r+1]`` (its start first), edges ``o_*`` use global state ids.
+    ``ok`` is False when the summed size of the expanded subsets passes ``max_work`` or
+    more than ``max_states`` subsets are needed (huge automata fail in a bounded time).  Subsets are sorted int runs interned in an
+    open-addressing table."""
+    eps_ptr, eps_order = _csr(n, eps_src, eps_dst)
+    e_ptr, e_order = _csr(n, e_src, e_dst)
+    mark = np.zeros(n, dtype=np.int64)
+    stamp = 0
+    # a state can be pushed once per incoming edge before it is marked
+    stack = np.empty(len(eps_src) + len(e_src) + 2, dtype=np.int32)
+    cur = np.empty(max(n, 1), dtype=np.int32)
+    # interned subsets: sorted runs pool[set_ptr[i]:set_ptr[i+1]] (global ids; one slot table per rule)
+    pool = np.empty(256, dtype=np.int32)
+    set_ptr = np.zeros(65, dtype=np.int64)
+    hashes = np.empty(64, dtype=np.uint64)
+    is_final = np.empty(64, dtype=np.bool_)
+    n_sets = 0
+    # the targets of the subset being expanded, chained per symbol
+    sym_head = np.full(n_syms + 1, -1, dtype=np.int64)
+    sym_tail = np.full(n_syms + 1, -1, dtype=np.int64)
+    touched = np.empty(n_syms + 1, dtype=np.int64)
+    t_dst = np.empty(max(len(e_src), 1), dtype=np.int32)
+    t_next = np.empty(max(len(e_src), 1), dtype=np.int64)
+    n_rules = len(starts)
+    dfa_ptr = np.zeros(n_rules + 1, dtype=np.int64)
+    o_src = np.empty(256, dtype=np.int32)
+    o_sym = np.empty(256, dtype=np.int32)
+    o_dst = np.empty(256, dtype=np.int32)
+    n_out = 0
+    work = 0
+    for r in range(n_rules):
+        base = n_sets
+        tsize = 64
+        slots = np.full(tsize, -1, dtype=np.int64)
+        i = base - 1  # -1 before the start subset exists
+        while i < n_sets:
+            n_touched = 1
+            if i >= base:
+                n_touched = 0
+                for q in range(set_ptr[i], set_ptr[i + 1]):
+                    s = pool[q]
+                    for k in range(e_ptr[s], e_ptr[s + 1]):
+                        e = e_order[k]
+                        sym = np.int64(e_sym[e])
+                        t_dst[k] = e_dst[e]
+                        t_next[k] = -1
+                        if sym_head[sym] < 0:
+                            sym_head[sym] = k
+                            touched[n_touched] = sym
+                            n_touched += 1
+                        else:
+                            t_next[sym_tail[sym]] = k
+                        sym_tail[sym] = k
+                work += set_ptr[i + 1] - set_ptr[i]
+                if work > max_work:
+                    return False, dfa_ptr, is_final[:0], o_src[:0], o_sym[:0], o_dst[:0]
+            for tq in range(n_touched):
+                stamp += 1
+                top = 0
+                if i < base:
+                    stack[0] = starts[r]
+                    top = 1
+                else:
+                    sym = touched[tq]
+                    k = sym_head[sym]
+                    while k >= 0:
+                        stack[top] = t_dst[k]
+                        top += 1
+                        k = t_next[k]
+                    sym_head[sym] = -1
+                m = _closure(stack, top, mark, stamp, eps_ptr, eps_order, eps_dst, cur)
+                h = _hash(cur, cur, m)
+                found, slot = _probe(slots, hashes, set_ptr, pool, pool, cur, cur, m, h)
+                if found < 0:
+                    found = n_sets
+                    if n_sets >= max_states:
+                        return False, dfa_ptr, is_final[:0], o_src[:0], o_sym[:0], o_dst[:0]
+                    if n_sets >= len(hashes):
+                        cap = 2 * len(hashes)
+                        set_ptr = _grow1(set_ptr, cap + 1)
+                        hashes = _grow1(hashes, cap)
+                        is_final = _grow1(is_final, cap)
+                    b0 = set_ptr[n_sets]
+                    if b0 + m > len(pool):
+                        pool = _grow1(pool, 2 * (b0 + m))
+                    fin = False
+                    for q in range(m):
+                        pool[b0 + q] = cur[q]
+                        if cur[q] == finals[r]:
+                            fin = True
+                    set_ptr[n_sets + 1] = b0 + m
+                    hashes[n_sets] = h
+                    is_final[n_sets] = fin
+                    slots[slot] = n_sets
+                    n_sets += 1
+                    if 2 * (n_sets - base) > tsize:
+                        tsize *= 2
+                        slots = _rehash_from(hashes, base, n_sets, tsize)
+                if i >= base:
+                    if n_out >= len(o_src):
+                        o_src = _grow1(o_src, 2 * len(o_src))
+                        o_sym = _grow1(o_sym, 2 * len(o_sym))
+                        o_dst = _grow1(o_dst, 2 * len(o_dst))
+                    o_src[n_out] = i
+                    o_sym[n_out] = touched[tq]
+                    o_dst[n_out] = found
+                    n_out += 1
+            i += 1
+        dfa_ptr[r + 1] = n_sets
+    return True, dfa_ptr, is_final[:n_sets], o_src[:n_out], o_sym[:n_out], o_dst[:n_out]
+
+
+@numba.njit(cache=True, nogil=True)
+def _rehash_from(hashes, lo, hi, tsize):
+    """A slot table for rows ``lo..hi`` (one rule's subsets)."""
+    slots = np.full(tsize, -1, dtype=np.int64)
+    for r in range(lo, hi):
+        s2 = np.int64(hashes[r] & np.uint64(tsize - 1))
+        while slots[s2] >= 0:
+            s2 = (s2 + 1) & (tsize - 1)
+        slots[s2] = r
+    return slots
+
+
+
 def warm_up_fsa_kernels() -> None:
     """Load (or compile, once per installation) the kernels ahead of the first schema."""
     t = np.full((1, 1), -1, dtype=np.int32)
     a = np.ones(1, dtype=np.bool_)
     live_reachable(t, a, 0)
     depth_canonical(t, a, 1)
+    one, none = np.zeros(1, dtype=np.int32), np.zeros(0, dtype=np.int32)
+    subset_construction(2, none, none, one, one, one + 1, 1, one, one + 1, 10, 10)
     pair_product(t, t, a, a, 0, 0, 0, 4)
