@@ -49,6 +49,27 @@ def test_core_steps_like_its_dfas(seed):
             assert core.substates(s) == tuple(states), data
 
 
+@pytest.mark.parametrize("pattern", PATTERNS + ["json-string", "other-key"])
+def test_lone_terminal_core_is_a_view_or_a_copy_that_steps_alike(pattern):
+    """A single terminal whose start is never re-entered is used as its own table; one whose start
+    is re-entered (``a*``) goes through the product kernel.  Both step like the DFA."""
+    d = {"json-string": string_dfa(), "other-key": difference_literals(string_dfa(), string_forms(["ab"]))}.get(
+        pattern) or compile_regex(pattern)
+    core = LexerCore((d,))
+    reentered = d.start != 0 or bool((d.trans == 0).any())
+    assert (core.trans is not None) and ((core.n_states == d.n_states) != reentered)
+    rng = random.Random(pattern)
+    alphabet = b'ab"c01.- \\etrunl'
+    for _ in range(300):
+        data = bytes(rng.choice(alphabet) for _ in range(rng.randint(1, 7)))
+        states, accepting = _reference((d,), data)
+        s = _run(core, data)
+        assert (s < 0) == (states[0] < 0), data
+        if s >= 0:
+            assert core.acc_kinds[core.acc_key[s]] == accepting, data
+            assert core.substates(s) == tuple(states), data
+
+
 def test_core_with_no_dfas_and_state_cap(monkeypatch):
     empty = LexerCore(())
     assert empty.trans.shape == (1, 1) and empty.acc_kinds == [()]

@@ -216,8 +216,8 @@ def _class_counted(dfa: DFA):
     if s1 < 0 or dfa.n_states > 64 * MAX_COUNT or (dfa.trans[:, _high_classes(cm)] >= 0).any():
         return None  # (a string that may hold non-ASCII characters is no single-byte class)
     chars = frozenset(b for b in _CLASS_BYTES if dfa.trans[s1, cm[b]] >= 0)
-    if not chars:
-        return None
+    if not chars or len({int(dfa.trans[s1, cm[b]]) for b in chars}) != 1:
+        return None  # (every character of a class leads to the same next position; a literal set does not)
     base = class_string_dfa(chars)
     b_state = int(base.trans[base.start, base.classmap[q]])
     closed = int(base.trans[b_state, base.classmap[q]])

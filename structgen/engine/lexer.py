@@ -41,6 +41,14 @@ def _kernel_parts(d: DFA) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return parts
 
 
+def _start_never_reentered(d: DFA) -> bool:
+    """State 0 is the start and no transition leads back to it (cached on the DFA)."""
+    ok = d.__dict__.get("_start_free")
+    if ok is None:
+        ok = d._start_free = d.start == 0 and not bool((d.trans == 0).any())
+    return ok
+
+
 class LexerCore:
     """The product automaton of a tuple of DFAs (terminal-independent)."""
 
@@ -57,6 +65,9 @@ class LexerCore:
             self.block_start: dict[int, int] = {}
             self._accept_nothing()
             self._finish()
+            return
+        if k == 1 and _start_never_reentered(dfas[0]):
+            self._view_of(dfas[0])
             return
         parts = [_kernel_parts(d) for d in dfas]
         if k == 1:
@@ -81,6 +92,21 @@ class LexerCore:
         kp, km = kind_ptr.tolist(), kind_mem.tolist()
         self.acc_key = acc_key
         self.acc_kinds = [tuple(km[kp[i]:kp[i + 1]]) for i in range(n_kinds)]
+        self._finish()
+
+    def _view_of(self, d: DFA) -> None:
+        """A lone terminal whose start state is never re-entered is its own lexer: its table is
+        used as it is (no product, no copy), the start row doubling as the core's state 0."""
+        self.trans, self.classmap, acc = _kernel_parts(d)
+        self.trans = self.trans.reshape(d.trans.shape)
+        self._n_prod = 1
+        self._ptr = np.array([0, 1], dtype=np.int64)
+        self._ent_j = np.zeros(1, dtype=np.int32)
+        self._ent_s = np.zeros(1, dtype=np.int32)
+        self.blocks = [(0, 0)]
+        self.block_start = {0: 0}
+        self.acc_key = acc.astype(np.int32)  # kind 1: the terminal accepts
+        self.acc_kinds = [(), (0,)]
         self._finish()
 
     def _accept_nothing(self) -> None:

@@ -43,7 +43,9 @@ class Matcher:
         g = self.grammar
         cid = g.parser.initial
         self._state = (cid, g.lexer_for(cid), 0)
-        self._history: list[tuple] = []
+        # history as flat ints (configuration, lexer id, lexer state, terminated) per step: ints are
+        # not tracked by the garbage collector, so a long output does not trigger collections
+        self._history: list[int] = []
         self._terminated = False
         self._bytes: list[bytes] = []
 
@@ -141,18 +143,22 @@ class Matcher:
         return self.accept_bytes(text.encode("utf-8"))
 
     def _push(self, new_state, data: bytes) -> None:
-        self._history.append((self._state, self._terminated))
+        cid, lx, ls = self._state
+        self._history += (cid, lx.id, ls, self._terminated)
         self._bytes.append(data)
         self._state = new_state
-        if self.max_rollback_tokens is not None and len(self._history) > self.max_rollback_tokens:
-            del self._history[0]
+        if self.max_rollback_tokens is not None and len(self._history) > 4 * self.max_rollback_tokens:
+            del self._history[:4]
 
     def rollback(self, num_tokens: int = 1) -> None:
         """Undo the last ``num_tokens`` accepted tokens (or byte chunks)."""
-        if num_tokens > len(self._history):
-            raise ValueError(f"cannot roll back {num_tokens} tokens; only {len(self._history)} in history")
+        if 4 * num_tokens > len(self._history):
+            raise ValueError(f"cannot roll back {num_tokens} tokens; only {len(self._history) // 4} in history")
+        h = self._history
+        lexers = self.grammar.lexers.lexers
         for _ in range(num_tokens):
-            self._state, self._terminated = self._history.pop()
+            terminated, ls, lx_id, cid = h.pop(), h.pop(), h.pop(), h.pop()
+            self._state, self._terminated = (cid, lexers[lx_id], ls), bool(terminated)
             self._bytes.pop()
 
     def validate_tokens(self, tokens: list[int]) -> int:
