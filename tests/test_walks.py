@@ -9,7 +9,7 @@ from engine_helpers import brute_force_mask, mask_set
 from structgen.compiler import GrammarCompiler
 from structgen.engine.matcher import Matcher
 from structgen.engine.walks import TrieWalker
-from structgen.grammar.fsa import difference_literals
+from structgen.grammar.fsa import DFA, difference, difference_literals
 from structgen.grammar.json_strings import string_dfa, string_forms
 
 KEYS = ["name", "nam", "names", "naïve", "x", "ÿ", "a\"b", "名前"]
@@ -38,13 +38,28 @@ def test_shadow_marks_the_states_that_behave_as_the_shared_dfa():
             assert a.matches(form) and not d.matches(form)
 
 
-def test_anchored_walks_equal_direct_walks(smol_compiler):
+def _carved(kind: str):
+    d = difference_literals(string_dfa(), string_forms(KEYS))
+    if kind == "keys and a pattern":  # patternProperties carved out too: the shadow is inherited
+        d = difference(d, string_dfa(("^n[a-z]",)))
+    return d
+
+
+def test_difference_keeps_the_shadow_where_the_pattern_died():
+    d = _carved("keys and a pattern")
+    shared, base, pure, pure_of = d.shadow
+    assert shared is string_dfa() and pure.any() and not pure.all()
+    assert d.matches(b'"zzz"') and not d.matches(b'"nab"') and not d.matches(b'"name"')
+
+
+@pytest.mark.parametrize("kind", ["keys", "keys and a pattern"])
+def test_anchored_walks_equal_direct_walks(smol_compiler, kind):
     """Every state of a carved-out key DFA: the walk through the shared automaton equals
     the direct walk of its own table (tokens and lexeme ends)."""
     trie = smol_compiler.trie
-    d = difference_literals(string_dfa(), string_forms(KEYS))
-    plain = difference_literals(string_dfa(), string_forms(KEYS))
-    plain.shadow = None
+    d = _carved(kind)
+    assert d.shadow is not None
+    plain = DFA(d.trans, d.accept, d.classmap, d.start)  # the same table, walked directly
     anchored, direct = TrieWalker(trie), TrieWalker(trie)
     for s in range(d.n_states):
         w1, w2 = anchored.dfa_walk(d, s), direct.dfa_walk(plain, s)

@@ -366,12 +366,30 @@ def product(a: DFA, b: DFA, mode: str = "and") -> DFA:
     classmap, ca, cb = _joint_classes(a, b)
     ta = np.ascontiguousarray(a.trans[:, ca], dtype=np.int32)
     tb = np.ascontiguousarray(b.trans[:, cb], dtype=np.int32)
-    n, trans, acc = _pair_product(ta, tb, np.ascontiguousarray(a.accept, dtype=np.bool_),
-                                  np.ascontiguousarray(b.accept, dtype=np.bool_), int(a.start), int(b.start),
-                                  _PRODUCT_MODES[mode], MAX_DFA_STATES + 1)
+    n, trans, acc, pa, pb = _pair_product(ta, tb, np.ascontiguousarray(a.accept, dtype=np.bool_),
+                                          np.ascontiguousarray(b.accept, dtype=np.bool_), int(a.start),
+                                          int(b.start), _PRODUCT_MODES[mode], MAX_DFA_STATES + 1)
     if n < 0:
         raise GrammarError(f"automaton too large (over {MAX_DFA_STATES} DFA states) in product")
-    return trim(DFA(trans, acc, classmap, 0))
+    out, order = _trim_order(DFA(trans, acc, classmap, 0))
+    if mode == "diff" and order is not None and getattr(a, "shadow", None) is not None:
+        _inherit_shadow(out, a.shadow, pa[order], pb[order])
+    return out
+
+
+def _inherit_shadow(out: DFA, shadow, pa: np.ndarray, pb: np.ndarray) -> None:
+    """``out`` = ``a`` minus ``b``: where ``b`` has died, a state behaves exactly as its ``a``
+    state, so the pure states of ``a``'s shadow stay pure (an "any other key" with a
+    patternProperties region carved out keeps sharing the plain string's walks)."""
+    shared, base_a, pure_a, _ = shadow
+    alive = pa >= 0
+    pure = (pb < 0) & alive & pure_a[np.maximum(pa, 0)]
+    if not pure.any() or out is shared:
+        return
+    base = np.where(alive, base_a[np.maximum(pa, 0)], -1)
+    pure_of = np.full(shared.n_states, -1, dtype=np.int64)
+    pure_of[base[pure]] = np.nonzero(pure)[0]
+    out.shadow = (shared, base, np.ascontiguousarray(pure, dtype=np.bool_), pure_of)
 
 
 _PRODUCT_MODES = {"and": 0, "or": 1, "diff": 2}

@@ -175,8 +175,8 @@ def pair_product(ta, tb, acc_a, acc_b, start_a, start_b, mode, max_states):
     """Breadth-first product of two DFAs over shared classes (columns already aligned).
 
     ``mode`` 0 = intersection, 1 = union, 2 = difference (a minus b); a side
-    that died is carried as -1.  Returns ``(n, trans, accept)``, ``n = -1``
-    past ``max_states``."""
+    that died is carried as -1.  Returns ``(n, trans, accept, a_state, b_state)``
+    (the pair behind each product state), ``n = -1`` past ``max_states``."""
     C = ta.shape[1]
     NB = np.int64(tb.shape[0] + 1)
     cap = 64
@@ -217,7 +217,7 @@ def pair_product(ta, tb, acc_a, acc_b, start_a, start_b, mode, max_states):
                 slot = (slot + 1) & (tsize - 1)
             if found < 0:
                 if n >= max_states:
-                    return -1, trans[:0], np.zeros(0, dtype=np.bool_)
+                    return -1, trans[:0], np.zeros(0, dtype=np.bool_), px[:0], py[:0]
                 if n >= cap:
                     cap *= 2
                     t2 = np.empty((cap, C), dtype=np.int32)
@@ -258,7 +258,7 @@ def pair_product(ta, tb, acc_a, acc_b, start_a, start_b, mode, max_states):
             accept[r] = xa or xb
         else:
             accept[r] = xa and not xb
-    return n, trans[:n], accept
+    return n, trans[:n], accept, px[:n], py[:n]
 
 
 # -- open-addressing tables of int runs (shared with the lexer kernels) ---------------------------
