@@ -218,6 +218,10 @@ def _class_counted(dfa: DFA):
     chars = frozenset(b for b in _CLASS_BYTES if dfa.trans[s1, cm[b]] >= 0)
     if not chars or len({int(dfa.trans[s1, cm[b]]) for b in chars}) != 1:
         return None  # (every character of a class leads to the same next position; a literal set does not)
+    s2 = int(dfa.trans[s1, cm[next(iter(chars))]])
+    chars2 = frozenset(b for b in _CLASS_BYTES if dfa.trans[s2, cm[b]] >= 0)
+    if chars2 and chars2 != chars:
+        return None  # the second position allows other characters: not one class (cheap, before any base)
     base = class_string_dfa(chars)
     b_state = int(base.trans[base.start, base.classmap[q]])
     closed = int(base.trans[b_state, base.classmap[q]])

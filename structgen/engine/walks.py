@@ -33,6 +33,8 @@ INSIDE_CACHE_ENTRIES = 8192
 CONT_CACHE_ENTRIES = 20000
 #: DFAs with this many states are walked once per depth class of states (see DFA.depth_classes).
 CANON_MIN_STATES = 400
+#: Walks with at most this many lexeme ends group them in Python (numpy's per-call cost dominates).
+SMALL_GROUPING = 64
 #: Strings of one character class with this many states are masked from the class's counted walk.
 COUNTED_CLASS_MIN_STATES = 12
 
@@ -106,9 +108,20 @@ class Walk:
         if out is None:
             out = []
             sigs = self.ev_sigs
-            if len(sigs):
+            n = len(sigs)
+            if n:
                 first = int(sigs[0])
-                if (sigs == first).all():
+                if n <= SMALL_GROUPING:  # a few events: grouping in Python beats numpy's call overhead
+                    sl = sigs.tolist()
+                    kinds = sorted(set(sl))
+                    if len(kinds) == 1:
+                        out.append((first, group_id(self.ev_nodes), self.ev_nodes))
+                    else:
+                        nl = self.ev_nodes.tolist()
+                        for k in kinds:
+                            nodes = np.array([v for v, g in zip(nl, sl) if g == k], dtype=self.ev_nodes.dtype)
+                            out.append((k, group_id(nodes), nodes))
+                elif (sigs == first).all():
                     out.append((first, group_id(self.ev_nodes), self.ev_nodes))
                 else:
                     for k in np.unique(sigs).tolist():
