@@ -7,6 +7,7 @@ import pytest
 
 from engine_helpers import brute_force_mask, mask_set
 from structgen.compiler import GrammarCompiler
+from structgen.engine.counted import CountedStrings
 from structgen.engine.matcher import Matcher
 from structgen.engine.walks import TrieWalker
 from structgen.grammar.fsa import DFA, difference, difference_literals
@@ -80,3 +81,59 @@ def test_key_prefix_masks_equal_brute_force(smol_compiler, order):
         m = Matcher(g)
         assert m.accept_string(text), text
         assert mask_set(m) == brute_force_mask(m), text
+
+
+def _masks_along(compiler, schema, text: str, step: int = 2) -> list:
+    from structgen.engine.walks import clear_caches
+
+    clear_caches()
+    g = compiler.compile_json_schema(schema, property_order="any")
+    g._masks.clear()
+    m, data, out, i = Matcher(g), text.encode(), [], 0
+    while i < len(data):
+        out.append(m.next_token_mask().copy())
+        assert m.accept_bytes(data[i:i + step]), i
+        i += step
+    return out
+
+
+@pytest.mark.parametrize("schema,value", [
+    # a long string: chunk + tail terminals alive together, masked from the counted walk
+    ({"type": "string", "minLength": 20, "maxLength": 3000}, "".join("abc XYZ 019 .,é\"\\" [i % 16] for i in range(600))),
+    # one single-byte class with bounds (patterns like ids and hex digests)
+    ({"type": "string", "pattern": "^[0-9a-zA-Z_-]{1,255}$"}, "abc_XYZ-0123456789" * 3),
+    ({"type": "string", "pattern": "^[A-Fa-f\\d]{24}$"}, "0123456789abcdefABCDEF01"),
+])
+def test_counted_masks_equal_direct_walks(smol_compiler, monkeypatch, schema, value):
+    """Masks taken from counted walks (long-string chunks, character classes) equal the masks of
+    walking every state directly, position by position."""
+    import json
+
+    text = json.dumps({"v": value}, ensure_ascii=False)
+    obj = {"type": "object", "properties": {"v": schema}, "required": ["v"]}
+    taken = []
+    chunk_walk, counted_inside = TrieWalker._chunk_walk, CountedStrings.inside
+    monkeypatch.setattr(TrieWalker, "_chunk_walk", lambda self, *a: taken.append("chunk") or chunk_walk(self, *a))
+    monkeypatch.setattr(CountedStrings, "inside", lambda self, *a: taken.append("counted") or counted_inside(self, *a))
+    counted = _masks_along(smol_compiler, obj, text)
+    assert len(taken) > 10  # the counted path served most positions
+    monkeypatch.setattr(TrieWalker, "_counted", lambda self, dfa, sub: None)
+    monkeypatch.setattr(TrieWalker, "_counted_chunk", lambda self, core, ls: None)
+    direct = _masks_along(smol_compiler, obj, text)
+    assert len(counted) == len(direct)
+    for k, (a, b) in enumerate(zip(counted, direct)):
+        assert np.array_equal(a, b), k
+
+
+def test_class_patterns_are_recognised_exactly():
+    from structgen.engine.counted import class_counted
+
+    def dfa(pattern):
+        return string_dfa((pattern,))
+
+    base, lo, hi = class_counted(dfa("^[0-9a-f]{24}$"))
+    assert (lo, hi) == (24, 24)
+    assert class_counted(dfa("^[0-9a-zA-Z_-]{1,255}$"))[1:] == (1, 255)
+    assert class_counted(dfa("^[a-z]{2}[0-9]{3,40}$")) is None  # two classes
+    assert class_counted(dfa("^[a-c]{3,30}x$")) is None  # a different last character
+    assert class_counted(dfa("^[a-zé]{3,30}$")) is None  # a character beyond ASCII
