@@ -87,3 +87,24 @@ def test_depth_classes_match_reference(pattern, depth):
     dfa = compile_regex(pattern)
     got = dfa.depth_classes(depth)
     assert np.array_equal(got, _depth_classes_reference(dfa, depth))
+
+
+def test_hopcroft_classes_equal_moore_refinement_on_random_dfas():
+    """minimize() uses Hopcroft's refinement; Moore's (run to its fixpoint) is the reference."""
+    import numpy as np
+
+    from structgen.grammar.fsa import DFA, minimize, trim
+    from structgen.grammar.fsa_kernels import depth_canonical, hopcroft_blocks
+
+    rng = np.random.default_rng(0)
+    for _ in range(500):
+        n, c = int(rng.integers(1, 30)), int(rng.integers(1, 5))
+        trans = rng.integers(-1, n, size=(n, c)).astype(np.int32)
+        trans[rng.random((n, c)) < 0.3] = -1
+        cm = np.zeros(256, dtype=np.int32)
+        cm[:c] = np.arange(c)
+        d = trim(DFA(trans, rng.random(n) < 0.4, cm, 0))
+        t, a = np.ascontiguousarray(d.trans, dtype=np.int32), np.ascontiguousarray(d.accept)
+        h, m = hopcroft_blocks(t, a).tolist(), depth_canonical(t, a, d.n_states + 1).tolist()
+        assert len(set(zip(h, m))) == len(set(h)) == len(set(m))  # the same partition
+        assert minimize(d).n_states == (len(set(m)) if d.n_states > 2 else d.n_states)

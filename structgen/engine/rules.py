@@ -21,6 +21,7 @@ MAX_RULE_NFA_STATES = 200_000
 #: Summed size of the NFA subsets the subset construction may expand before it gives up.
 MAX_RULE_DETERMINIZE_WORK = 20_000_000
 INF = float("inf")
+_NO_TERMS: dict[int, int] = {}
 
 
 @dataclass
@@ -160,17 +161,22 @@ def build_rule_automata(ir: GrammarIR, term_index: dict[str, int]) -> tuple[list
     ptr = dfa_ptr.tolist()
     final = is_final.tolist()
     n_total = ptr[-1]
-    term_rows: list[dict[int, int]] = [{} for _ in range(n_total)]
-    nt_rows: list[list[tuple[int, int]]] = [[] for _ in range(n_total)]
+    # states without edges of a kind share one empty row (never mutated): a 1,000-item array bound
+    # is thousands of states, and a container each only fed the garbage collector
+    term_rows: list[dict[int, int]] = [_NO_TERMS] * n_total
+    nt_rows: dict[int, list[tuple[int, int]]] = {}
     src = o_src[keep]
     local_dst = o_dst[keep] - np.repeat(dfa_ptr[:-1], np.diff(dfa_ptr))[src]  # state ids within the rule
     for s_, sym, d_ in zip(src.tolist(), o_sym[keep].tolist(), local_dst.tolist()):
         if sym & 1:
-            nt_rows[s_].append((sym >> 1, d_))
+            nt_rows.setdefault(s_, []).append((sym >> 1, d_))
         else:
-            term_rows[s_][sym >> 1] = d_
-    autos = [RuleAutomaton(n, final[ptr[r]:ptr[r + 1]], term_rows[ptr[r]:ptr[r + 1]],
-                           [tuple(e) for e in nt_rows[ptr[r]:ptr[r + 1]]])
+            row = term_rows[s_]
+            if row is _NO_TERMS:
+                row = term_rows[s_] = {}
+            row[sym >> 1] = d_
+    nt_all = [tuple(nt_rows[i]) if i in nt_rows else () for i in range(n_total)]
+    autos = [RuleAutomaton(n, final[ptr[r]:ptr[r + 1]], term_rows[ptr[r]:ptr[r + 1]], nt_all[ptr[r]:ptr[r + 1]])
              for r, n in enumerate(names)]
     _check_left_recursion(autos)
     return autos, rule_index

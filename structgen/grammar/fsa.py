@@ -17,7 +17,7 @@ import numpy as np
 
 from ..errors import GrammarError
 from .fsa_kernels import backward_depth as _backward_depth, depth_canonical as _depth_canonical, \
-    live_reachable as _live_reachable, pair_product as _pair_product, \
+    hopcroft_blocks as _hopcroft_blocks, live_reachable as _live_reachable, pair_product as _pair_product, \
     subset_construction as _subset_construction
 
 #: Hard caps that keep compiles bounded; exceeding one raises GrammarError.
@@ -251,13 +251,16 @@ MINIMIZE_MAX_STATES = 20_000
 
 
 def minimize(dfa: DFA) -> DFA:
-    """Moore partition refinement run to its fixpoint (the numba kernel behind depth classes);
+    """Hopcroft's partition refinement (a numba kernel, O(states x classes x log states));
     skipped for very large DFAs."""
     n = dfa.n_states
     if n <= 2 or n > MINIMIZE_MAX_STATES:
         return dfa
     trans, accept = _kernel_args(dfa)
-    canon = _depth_canonical(trans, accept, n)  # n rounds: the full Myhill-Nerode partition
+    _, block = np.unique(_hopcroft_blocks(trans, accept), return_inverse=True)
+    first = np.full(int(block.max()) + 1, n, dtype=np.int64)
+    np.minimum.at(first, block, np.arange(n))
+    canon = first[block]  # the smallest state of each Myhill-Nerode class
     reps = np.unique(canon)
     if len(reps) == n:
         return dfa
