@@ -28,13 +28,17 @@ MAX_DETERMINIZE_WORK = 20_000_000
 
 
 class NFA:
-    """Thompson-style NFA over bytes; edges carry inclusive byte ranges."""
+    """Thompson-style NFA over bytes; edges carry inclusive byte ranges, kept in four flat
+    lists (source, lo, hi, target) that the subset-construction kernel takes as arrays."""
 
-    __slots__ = ("eps", "edges", "start", "final")
+    __slots__ = ("eps", "e_src", "e_lo", "e_hi", "e_dst", "start", "final")
 
     def __init__(self) -> None:
         self.eps: list[list[int]] = []
-        self.edges: list[list[tuple[int, int, int]]] = []  # (lo, hi, target)
+        self.e_src: list[int] = []
+        self.e_lo: list[int] = []
+        self.e_hi: list[int] = []
+        self.e_dst: list[int] = []
         self.start = self.new_state()
         self.final = self.new_state()
 
@@ -44,14 +48,16 @@ class NFA:
                 f"automaton too large (over {MAX_NFA_STATES} states); reduce repetition bounds or pattern size"
             )
         self.eps.append([])
-        self.edges.append([])
         return len(self.eps) - 1
 
     def add_eps(self, a: int, b: int) -> None:
         self.eps[a].append(b)
 
     def add_range(self, a: int, lo: int, hi: int, b: int) -> None:
-        self.edges[a].append((lo, hi, b))
+        self.e_src.append(a)
+        self.e_lo.append(lo)
+        self.e_hi.append(hi)
+        self.e_dst.append(b)
 
     def add_bytes(self, a: int, data: bytes, b: int) -> None:
         """Add a path a -data-> b."""
@@ -72,11 +78,12 @@ class NFA:
             )
         base = len(self.eps)
         self.eps.extend([] for _ in range(n))
-        self.edges.extend([] for _ in range(n))
         self.add_eps(a, base + dfa.start)
-        edges = self.edges
-        for s, lo, hi, t in dfa.range_edges():
-            edges[base + s].append((lo, hi, base + t))
+        src, lo, hi, dst = dfa.range_edges()
+        self.e_src.extend([base + x for x in src])
+        self.e_lo.extend(lo)
+        self.e_hi.extend(hi)
+        self.e_dst.extend([base + x for x in dst])
         for s in dfa.accepting_states():
             self.add_eps(base + s, b)
 
@@ -110,19 +117,25 @@ class DFA:
                 lo = b
         return out
 
-    def range_edges(self) -> list[tuple[int, int, int, int]]:
-        """Every transition as ``(state, lo, hi, target)`` byte ranges (cached: a regex embeds
-        the same character automaton once per repetition)."""
+    def range_edges(self) -> tuple[list[int], list[int], list[int], list[int]]:
+        """Every transition as byte ranges: (states, lows, highs, targets) lists (cached: a regex
+        embeds the same character automaton once per repetition)."""
         out = self.__dict__.get("_range_edges")
         if out is None:
             inv = self.class_ranges()
-            out = []
-            rows = self.trans.tolist()
-            for s, row in enumerate(rows):
+            src: list[int] = []
+            lo: list[int] = []
+            hi: list[int] = []
+            dst: list[int] = []
+            for s, row in enumerate(self.trans.tolist()):
                 for c, t in enumerate(row):
                     if t >= 0:
-                        out.extend((s, lo, hi, t) for lo, hi in inv[c])
-            self._range_edges = out
+                        for a, b in inv[c]:
+                            src.append(s)
+                            lo.append(a)
+                            hi.append(b)
+                            dst.append(t)
+            out = self._range_edges = (src, lo, hi, dst)
         return out
 
     def accepting_states(self) -> list[int]:
@@ -215,14 +228,8 @@ def _refine_classes(lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
 def determinize(nfa: NFA) -> DFA:
     """Subset construction over byte classes (one numba kernel), then trimming and
     minimisation; bounded by :data:`MAX_DETERMINIZE_WORK` and :data:`MAX_DFA_STATES`."""
-    e_src, e_lo, e_hi, e_dst = [], [], [], []
-    for s, edges in enumerate(nfa.edges):
-        for lo, hi, t in edges:
-            e_src.append(s)
-            e_lo.append(lo)
-            e_hi.append(hi)
-            e_dst.append(t)
-    lo, hi = np.array(e_lo, dtype=np.int64), np.array(e_hi, dtype=np.int64)
+    e_src, e_dst = nfa.e_src, nfa.e_dst
+    lo, hi = np.array(nfa.e_lo, dtype=np.int64), np.array(nfa.e_hi, dtype=np.int64)
     classmap = _refine_classes(lo, hi)
     n_classes = int(classmap[-1]) + 1
     # one edge per (range edge, class inside the range)
