@@ -120,12 +120,15 @@ class CountedStrings:
         hit = self._cache.get(key)
         if hit is None:
             m = self.open_upto[min(hi, len(self.open_upto) - 1)].copy()
-            sel = (self.closed_cnt >= lo) & (self.closed_cnt <= hi)
-            t = self.closed_tok[sel]
-            np.bitwise_or.at(m, t >> 5, np.left_shift(np.uint32(1), (t & 31).astype(np.uint32)))
-            ev = self.ev_nodes[(self.ev_cnt >= lo) & (self.ev_cnt <= hi)]
-            hit = self._cache[key] = (m, ev)
+            hit = self._cache[key] = (m, self._closing(m, lo, hi))
         return hit
+
+    def _closing(self, m: np.ndarray, lo: int, hi: int) -> np.ndarray:
+        """Add to ``m`` the tokens that close the string after ``lo``..``hi`` characters; returns
+        the boundary nodes after those closing quotes."""
+        t = self.closed_tok[(self.closed_cnt >= lo) & (self.closed_cnt <= hi)]
+        np.bitwise_or.at(m, t >> 5, np.left_shift(np.uint32(1), (t & 31).astype(np.uint32)))
+        return self.ev_nodes[(self.ev_cnt >= lo) & (self.ev_cnt <= hi)]
 
     def chunk(self, r: int, lo: int | None, hi: int | None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(mask words, closing boundary nodes, chunk-end boundary nodes) inside a long string's
@@ -137,13 +140,7 @@ class CountedStrings:
         hit = self._cache.get(key)
         if hit is None:
             m = self.open_upto[min(r, len(self.open_upto) - 1)].copy()
-            closed_ev = self.ev_nodes[:0]
-            if lo is not None:
-                lo, hi = max(lo, 0), min(hi, MAX_COUNT)
-                sel = (self.closed_cnt >= lo) & (self.closed_cnt <= hi)
-                t = self.closed_tok[sel]
-                np.bitwise_or.at(m, t >> 5, np.left_shift(np.uint32(1), (t & 31).astype(np.uint32)))
-                closed_ev = self.ev_nodes[(self.ev_cnt >= lo) & (self.ev_cnt <= hi)]
+            closed_ev = self._closing(m, max(lo, 0), min(hi, MAX_COUNT)) if lo is not None else self.ev_nodes[:0]
             open_ev = self.ob_nodes[self.ob_ptr[r]:self.ob_ptr[r + 1]]
             hit = self._cache[key] = (m, closed_ev, open_ev)
         return hit
@@ -227,12 +224,7 @@ def _class_counted(dfa: DFA):
     closed = int(base.trans[b_state, base.classmap[q]])
     if b_state < 0 or closed < 0 or any(base.trans[b_state, base.classmap[b]] != b_state for b in chars):
         return None  # not one character-boundary state: counts would not be positions
-    dcm, bcm = cm.tolist(), base.classmap.tolist()
-    reps = np.array(sorted({(dcm[b], bcm[b]): b for b in range(256)}.values()), dtype=np.int64)
-    pair_a, pair_c, ok = _lockstep_counts(np.ascontiguousarray(dfa.trans, dtype=np.int32), cm.astype(np.int64),
-                                          np.ascontiguousarray(base.trans, dtype=np.int32),
-                                          base.classmap.astype(np.int64), reps, dfa.start, base.start, b_state,
-                                          closed, q)
+    pair_a, pair_c, ok, reps = _lockstep(dfa, base, base.start, b_state, closed)
     if not ok:
         return None
     # every state must allow exactly what the class string allows from its partner state, but
@@ -296,28 +288,32 @@ def _lockstep_counts(dtrans, dcm, btrans, bcm, reps, start, b_start, b_state, cl
     return pair_a, pair_c, True
 
 
-def boundary_counts(dfa: DFA, base: DFA, b_state: int, closed_state: int) -> np.ndarray | None:
-    """Characters read so far at each state of a length-bounded string DFA that sits at a
-    character boundary (-1 elsewhere), by running it in lockstep with the unbounded
-    string ``base``; None when the states do not map to (base state, count) consistently
-    (the closing quote's state is shared by all counts and carries none)."""
-    cached = getattr(dfa, "_boundary_counts", False)
-    if cached is not False:
-        return cached
-    # one representative byte per joint class is enough: both tables are class-constant
+def _lockstep(dfa: DFA, base: DFA, b_start: int, b_state: int, closed_state: int):
+    """Run ``dfa`` from its start in lockstep with ``base`` from ``b_start``: ``(pair_a, pair_c,
+    ok, reps)`` -- each state's partner in ``base`` and character count, whether the pairing is
+    consistent, and the representative byte of every joint class (both tables are class-constant)."""
     dcm, bcm = dfa.classmap.tolist(), base.classmap.tolist()
     reps = np.array(sorted({(dcm[b], bcm[b]): b for b in range(256)}.values()), dtype=np.int64)
     pair_a, pair_c, ok = _lockstep_counts(np.ascontiguousarray(dfa.trans, dtype=np.int32),
                                           dfa.classmap.astype(np.int64),
                                           np.ascontiguousarray(base.trans, dtype=np.int32),
-                                          base.classmap.astype(np.int64), reps, dfa.start, base.start,
+                                          base.classmap.astype(np.int64), reps, dfa.start, b_start,
                                           b_state, closed_state, ord('"'))
+    return pair_a, pair_c, ok, reps
+
+
+def boundary_counts(dfa: DFA, base: DFA, b_state: int, closed_state: int) -> np.ndarray | None:
+    """Characters read so far at each state of a length-bounded string DFA that sits at a
+    character boundary (-1 elsewhere), by running it in lockstep with the unbounded
+    string ``base``; None when the states do not map to (base state, count) consistently
+    (the closing quote's state is shared by all counts and carries none).  Cached on the
+    DFA for its base."""
+    cached = dfa.__dict__.get("_boundary_counts")
+    if cached is not None and cached[0] is base:
+        return cached[1]
+    pair_a, pair_c, ok, _ = _lockstep(dfa, base, base.start, b_state, closed_state)
     if not ok:  # no opening quote (a long string's later chunk or tail): start inside the content
-        pair_a, pair_c, ok = _lockstep_counts(np.ascontiguousarray(dfa.trans, dtype=np.int32),
-                                              dfa.classmap.astype(np.int64),
-                                              np.ascontiguousarray(base.trans, dtype=np.int32),
-                                              base.classmap.astype(np.int64), reps, dfa.start, b_state,
-                                              b_state, closed_state, ord('"'))
+        pair_a, pair_c, ok, _ = _lockstep(dfa, base, b_state, b_state, closed_state)
     result = np.where(pair_a == b_state, pair_c, -1) if ok else None
-    dfa._boundary_counts = result
+    dfa._boundary_counts = (base, result)
     return result

@@ -22,7 +22,7 @@ from collections import OrderedDict
 import numpy as np
 
 from ..errors import GrammarError
-from ..grammar.fsa import DFA
+from ..grammar.fsa import DFA, _kernel_args
 from .lexer_kernels import build_core
 from .trie import PLAIN_BYTES
 from .walks import signature, signature_ids
@@ -35,8 +35,8 @@ def _kernel_parts(d: DFA) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """A DFA's table, classmap and accepting flags in the kernel's flat dtypes (cached on the DFA)."""
     parts = d.__dict__.get("_kernel_parts")
     if parts is None:
-        parts = (np.ascontiguousarray(d.trans, dtype=np.int32).reshape(-1),
-                 np.ascontiguousarray(d.classmap, dtype=np.int32), np.ascontiguousarray(d.accept, dtype=np.bool_))
+        trans, accept = _kernel_args(d)
+        parts = (trans.reshape(-1), np.ascontiguousarray(d.classmap, dtype=np.int32), accept)
         d._kernel_parts = parts
     return parts
 

@@ -297,7 +297,7 @@ class TrieWalker:
         return hit
 
     def _counted_chunk(self, core, ls: int) -> Walk | None:
-        """A long string's chunk and tail both alive (see ``JsonSchemaCompiler.long_string``):
+        """A long string's chunk and tail both alive (see ``json_schema`` ``chunked_string``):
         every character position would be its own product walk, but the pair is masked from the
         counted walk like a single bounded string."""
         if ls >= core._n_prod or len(core.dfas) != 2:

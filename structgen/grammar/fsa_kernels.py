@@ -322,7 +322,7 @@ def _rehash(hashes, n, tsize):
 
 
 @numba.njit(cache=True, nogil=True)
-def _csr(n, src, dst):
+def _csr(n, src):
     """Targets of each state as ``dst[ptr[s]:ptr[s+1]]`` (counting sort by source)."""
     ptr = np.zeros(n + 1, dtype=np.int64)
     for i in range(len(src)):
@@ -369,8 +369,8 @@ def subset_construction(n, eps_src, eps_dst, e_src, e_sym, e_dst, n_syms, starts
     ``ok`` is False when the summed size of the expanded subsets passes ``max_work`` or
     more than ``max_states`` subsets are needed (huge automata fail in a bounded time).  Subsets are sorted int runs interned in an
     open-addressing table."""
-    eps_ptr, eps_order = _csr(n, eps_src, eps_dst)
-    e_ptr, e_order = _csr(n, e_src, e_dst)
+    eps_ptr, eps_order = _csr(n, eps_src)
+    e_ptr, e_order = _csr(n, e_src)
     mark = np.zeros(n, dtype=np.int64)
     stamp = 0
     # a state can be pushed once per incoming edge before it is marked
