@@ -106,3 +106,63 @@ def test_disk_cache_keeps_only_slow_automata(tmp_path, monkeypatch):
     loaded = R._compile_cached.__wrapped__("[a-c]{3}y", False, True, 0)
     assert np.array_equal(built.trans, loaded.trans) and np.array_equal(built.classmap, loaded.classmap)
     assert np.array_equal(built.accept, loaded.accept) and built.start == loaded.start
+
+
+def _same_language(a, b) -> bool:
+    from structgen.grammar.fsa import difference
+
+    return difference(a, b).is_empty() and difference(b, a).is_empty()
+
+
+@pytest.mark.parametrize("pattern", [
+    r"^[0-9a-zA-Z_-]{1,255}$", r"^[A-Fa-f\d]{24}$", r"^([a-fA-F\d\-]{36})$", r"^(?:\w){16,}$",
+    r"^.{3,40}$", r"^[^a-c]{0,20}$", r"(?i)^[a-c]{17}$", r"^é{16,18}$",
+])
+@pytest.mark.parametrize("json_string", [False, True])
+def test_counted_class_patterns_equal_the_general_construction(pattern, json_string):
+    """The chain-of-copies fast path accepts exactly what the Thompson NFA + subset construction does."""
+    from structgen.grammar import charclass as cc
+    from structgen.grammar.fsa import determinize
+    from structgen.grammar.regex import build_nfa, counted_class_dfa
+
+    enc = cc.JSON_STRING if json_string else cc.UTF8
+    fast = counted_class_dfa(pattern, encoder=enc, search=True)
+    assert fast is not None
+    general = determinize(build_nfa(pattern, encoder=enc, search=True))
+    assert _same_language(fast, general)
+
+
+@pytest.mark.parametrize("pattern", [r"[a-z]{20}", r"^[a-z]{20}", r"^[a-z]{3}$", r"^ab{20}$", r"^(ab){20}$", r"^a{20}|b$"])
+def test_counted_class_fast_path_only_takes_whole_counted_classes(pattern):
+    from structgen.grammar.regex import counted_class_dfa
+
+    assert counted_class_dfa(pattern, search=True) is None
+
+
+@pytest.mark.parametrize("lo,hi", [(0, 5), (3, 17), (2, None), (0, 1)])
+def test_length_content_equals_a_repeated_any_character(lo, hi):
+    from structgen.grammar import charclass as cc
+    from structgen.grammar.fsa import determinize
+    from structgen.grammar.json_strings import length_content
+    from structgen.grammar.regex import build_nfa
+
+    rep = "{%d,%s}" % (lo, "" if hi is None else hi)
+    general = determinize(build_nfa("(?s:.)" + rep, encoder=cc.JSON_STRING))
+    assert _same_language(length_content(lo, hi), general)
+
+
+@pytest.mark.parametrize("json_string", [False, True])
+@pytest.mark.parametrize("pattern", PATTERNS + [r"^dev|alpha|beta|rc|RC|stable$", r"ab|^c|d$", r"\\u00|é"])
+def test_search_matches_collapse_to_one_state_without_changing_the_language(pattern, json_string):
+    """Once an unanchored pattern has matched, anything may follow: the subset construction
+    keeps that state alone (the "universal" flag); the language is the one without the shortcut."""
+    from structgen.grammar import charclass as cc
+    from structgen.grammar.fsa import determinize
+    from structgen.grammar.regex import build_nfa
+
+    enc = cc.JSON_STRING if json_string else cc.UTF8
+    nfa = build_nfa(pattern, encoder=enc, search=True)
+    assert nfa.universal
+    fast = determinize(nfa)
+    nfa.universal = []
+    assert _same_language(fast, determinize(nfa))

@@ -151,7 +151,8 @@ def build_rule_automata(ir: GrammarIR, term_index: dict[str, int]) -> tuple[list
     ok, dfa_ptr, is_final, o_src, o_sym, o_dst = subset_construction(
         nfa.n, np.array(nfa.eps_src, dtype=i32), np.array(nfa.eps_dst, dtype=i32), np.array(nfa.e_src, dtype=i32),
         np.array(nfa.e_sym, dtype=i32), np.array(nfa.e_dst, dtype=i32), 2 * (len(term_index) + len(names)) + 1,
-        np.array(starts, dtype=i32), np.array(finals, dtype=i32), MAX_RULE_DETERMINIZE_WORK, 1 << 40)
+        np.array(starts, dtype=i32), np.array(finals, dtype=i32), MAX_RULE_DETERMINIZE_WORK, 1 << 40,
+        np.zeros(0, dtype=np.bool_))
     if not ok:
         raise GrammarError("rule automaton too large (subset construction over its work limit); "
                            "reduce repetition bounds")

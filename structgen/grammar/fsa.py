@@ -16,7 +16,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..errors import GrammarError
-from .fsa_kernels import backward_depth as _backward_depth, depth_canonical as _depth_canonical, \
+from .fsa_kernels import backward_depth as _backward_depth, column_classes as _column_classes, \
+    counted_chain as _counted_chain,     renumber_rows as _renumber_rows, depth_canonical as _depth_canonical, \
     hopcroft_blocks as _hopcroft_blocks, live_reachable as _live_reachable, pair_product as _pair_product, \
     subset_construction as _subset_construction
 
@@ -31,7 +32,7 @@ class NFA:
     """Thompson-style NFA over bytes; edges carry inclusive byte ranges, kept in four flat
     lists (source, lo, hi, target) that the subset-construction kernel takes as arrays."""
 
-    __slots__ = ("eps", "e_src", "e_lo", "e_hi", "e_dst", "start", "final")
+    __slots__ = ("eps", "e_src", "e_lo", "e_hi", "e_dst", "start", "final", "universal")
 
     def __init__(self) -> None:
         self.eps: list[list[int]] = []
@@ -39,6 +40,8 @@ class NFA:
         self.e_lo: list[int] = []
         self.e_hi: list[int] = []
         self.e_dst: list[int] = []
+        #: states accepting every string of whole characters (see :func:`determinize`)
+        self.universal: list[int] = []
         self.start = self.new_state()
         self.final = self.new_state()
 
@@ -240,11 +243,13 @@ def determinize(nfa: NFA) -> DFA:
     eps_src = [s for s, ts in enumerate(nfa.eps) for _ in ts]
     eps_dst = [t for ts in nfa.eps for t in ts]
     i32 = np.int32
+    universal = np.zeros(len(nfa.eps) if nfa.universal else 0, dtype=np.bool_)
+    universal[nfa.universal] = True
     ok, dfa_ptr, is_final, o_src, o_sym, o_dst = _subset_construction(
         len(nfa.eps), np.array(eps_src, dtype=i32), np.array(eps_dst, dtype=i32),
         np.repeat(np.array(e_src, dtype=i32), count), sym.astype(i32), np.repeat(np.array(e_dst, dtype=i32), count),
         n_classes, np.array([nfa.start], dtype=i32), np.array([nfa.final], dtype=i32), MAX_DETERMINIZE_WORK,
-        MAX_DFA_STATES)
+        MAX_DFA_STATES, universal)
     if not ok:
         raise GrammarError(f"automaton too large (over {MAX_DFA_STATES} DFA states or over the subset construction's "
                            "work limit); reduce repetition bounds or pattern size")
@@ -275,9 +280,7 @@ def minimize(dfa: DFA) -> DFA:
     order = np.concatenate([[canon[dfa.start]], reps[reps != canon[dfa.start]]])
     block = np.full(n, -1, dtype=np.int64)
     block[order] = np.arange(len(order))
-    part = block[canon]
-    new_trans = trans[order]
-    new_trans = np.where(new_trans >= 0, part[np.maximum(new_trans, 0)], -1).astype(np.int32)
+    new_trans = _renumber_rows(trans, order.astype(np.int64), block[canon].astype(np.int32))
     return compact_classes(DFA(new_trans, dfa.accept[order].copy(), dfa.classmap, 0))
 
 
@@ -294,7 +297,8 @@ def trim(dfa: DFA) -> DFA:
 def _trim_order(dfa: DFA) -> tuple[DFA, np.ndarray | None]:
     """:func:`trim`, plus the old state of each new one (None for the empty result)."""
     n = dfa.n_states
-    keep = _live_reachable(*_kernel_args(dfa), dfa.start)
+    trans, accept = _kernel_args(dfa)
+    keep = _live_reachable(trans, accept, dfa.start)
     if not keep[dfa.start]:
         return empty_dfa(), None
     if keep.all():
@@ -303,18 +307,33 @@ def _trim_order(dfa: DFA) -> tuple[DFA, np.ndarray | None]:
     order = np.concatenate([[dfa.start], kept[kept != dfa.start]])
     remap = np.full(n, -1, dtype=np.int32)
     remap[order] = np.arange(len(order), dtype=np.int32)
-    new_trans = dfa.trans[order]
-    new_trans = np.where(new_trans >= 0, remap[np.maximum(new_trans, 0)], -1).astype(np.int32)
+    new_trans = _renumber_rows(trans, order.astype(np.int64), remap)
     return compact_classes(DFA(new_trans, dfa.accept[order].copy(), dfa.classmap, 0)), order
 
 
+def counted_repeat(unit: DFA, lo: int, hi: int | None) -> DFA:
+    """``lo``..``hi`` (no upper bound: None) repetitions of ``unit``, built directly: a unit whose
+    accepting states have no moves (one character, in any of its encodings) repeats as a chain of
+    copies, so ``maxLength: 1024`` or ``[a-z]{1,255}`` costs one linear pass instead of a subset
+    construction over hundreds of NFA copies."""
+    trans, accept = _kernel_args(unit)
+    if accept[unit.start] or (trans[accept] >= 0).any():
+        raise ValueError("counted_repeat needs a non-empty unit whose accepting states have no moves")
+    copies = hi + 1 if hi is not None else lo + 1
+    if copies * (unit.n_states - int(accept.sum())) > MAX_DFA_STATES:
+        raise GrammarError(f"automaton too large (over {MAX_DFA_STATES} DFA states); reduce repetition bounds")
+    chain, acc, start = _counted_chain(trans, accept, unit.start, copies, lo, hi is None)
+    return trim(DFA(chain, acc, unit.classmap.copy(), int(start)))
+
+
 def compact_classes(dfa: DFA) -> DFA:
-    """Merge byte classes whose columns are identical."""
-    cols, inverse = unique_rows(dfa.trans.T)
-    if cols.shape[0] == dfa.n_classes:
+    """Merge byte classes whose columns are identical (first-seen order)."""
+    trans = _kernel_args(dfa)[0]
+    cls, n_kept = _column_classes(trans)
+    if n_kept == dfa.n_classes:
         return dfa
-    classmap = inverse[dfa.classmap].astype(np.int32)
-    return DFA(np.ascontiguousarray(cols.T).astype(np.int32), dfa.accept, classmap, dfa.start)
+    keep = np.unique(cls, return_index=True)[1]
+    return DFA(np.ascontiguousarray(trans[:, keep]), dfa.accept, cls[dfa.classmap].astype(np.int32), dfa.start)
 
 
 def empty_dfa() -> DFA:

@@ -10,8 +10,8 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-__all__ = ["backward_depth", "depth_canonical", "hopcroft_blocks", "live_reachable", "pair_product",
-           "subset_construction",
+__all__ = ["backward_depth", "column_classes", "depth_canonical", "hopcroft_blocks", "live_reachable",
+           "counted_chain", "pair_product", "renumber_rows", "subset_construction",
            "warm_up_fsa_kernels"]
 
 _MUL = np.uint64(0x9E3779B97F4A7C15)
@@ -88,6 +88,93 @@ def live_reachable(trans, accept, start):
                 stack[top] = t
                 top += 1
     return keep
+
+
+@numba.njit(cache=True, nogil=True)
+def renumber_rows(trans, order, new_id):
+    """Rows ``order`` of ``trans`` with every target ``t`` renamed ``new_id[t]`` (-1 stays -1):
+    the table of a trimmed or minimised automaton in one pass."""
+    m = order.shape[0]
+    c = trans.shape[1]
+    out = np.empty((m, c), dtype=np.int32)
+    for i in range(m):
+        s = order[i]
+        for k in range(c):
+            t = trans[s, k]
+            out[i, k] = new_id[t] if t >= 0 else -1
+    return out
+
+
+@numba.njit(cache=True, nogil=True)
+def counted_chain(trans, accept, start, copies, lo, saturate):
+    """``copies`` copies of a prefix-free unit automaton in a row (``lo`` or more units accepted):
+    the table of "between lo and copies-1 characters" without a subset construction.
+
+    The unit has one accepting state and it has no moves; finishing a unit in copy ``j`` enters
+    copy ``j+1`` at the unit's start (the last copy starts itself again when ``saturate``, i.e.
+    no upper bound).  States are (copy, non-accepting unit state), copy-major."""
+    n, c = trans.shape
+    idx = np.full(n, -1, dtype=np.int64)
+    k = 0
+    for s in range(n):
+        if not accept[s]:
+            idx[s] = k
+            k += 1
+    out = np.full((copies * k, c), -1, dtype=np.int32)
+    acc = np.zeros(copies * k, dtype=np.bool_)
+    s0 = idx[start]
+    for j in range(copies):
+        base = j * k
+        if j >= lo:
+            acc[base + s0] = True
+        nxt = (j + 1) * k + s0 if j + 1 < copies else (base + s0 if saturate else -1)
+        for s in range(n):
+            if accept[s]:
+                continue
+            row = base + idx[s]
+            for q in range(c):
+                t = trans[s, q]
+                if t < 0:
+                    continue
+                out[row, q] = nxt if accept[t] else base + idx[t]
+    return out, acc, s0
+
+
+@numba.njit(cache=True, nogil=True)
+def column_classes(trans):
+    """Byte classes with identical columns merged: (new class of each column, in first-seen
+    order; the number of distinct columns).  Columns are hashed, then compared on equal hash."""
+    n, c = trans.shape
+    h = np.empty(c, dtype=np.uint64)
+    for k in range(c):
+        x = np.uint64(0xCBF29CE484222325)  # the same start for every column
+        for s in range(n):
+            x = (x ^ np.uint64(trans[s, k] + 2)) * _MUL
+            x ^= x >> np.uint64(29)
+        h[k] = x
+    cls = np.empty(c, dtype=np.int64)
+    reps = np.empty(c, dtype=np.int64)
+    n_reps = 0
+    for k in range(c):
+        found = -1
+        for r in range(n_reps):
+            j = reps[r]
+            if h[j] != h[k]:
+                continue
+            same = True
+            for s in range(n):
+                if trans[s, j] != trans[s, k]:
+                    same = False
+                    break
+            if same:
+                found = r
+                break
+        if found < 0:
+            reps[n_reps] = k
+            found = n_reps
+            n_reps += 1
+        cls[k] = found
+    return cls, n_reps
 
 
 @numba.njit(cache=True, nogil=True)
@@ -359,7 +446,8 @@ def _closure(stack, top, mark, stamp, eps_ptr, eps_order, eps_dst, cur):
 
 
 @numba.njit(cache=True, nogil=True)
-def subset_construction(n, eps_src, eps_dst, e_src, e_sym, e_dst, n_syms, starts, finals, max_work, max_states):
+def subset_construction(n, eps_src, eps_dst, e_src, e_sym, e_dst, n_syms, starts, finals, max_work, max_states,
+                        universal):
     """Subset construction of several NFAs sharing one state space (states ``0..n``; NFA
     ``r`` from ``starts[r]`` to ``finals[r]``; edge symbols ``0..n_syms``): a grammar's rule
     bodies, or one byte NFA whose symbols are byte classes.
@@ -368,7 +456,12 @@ def subset_construction(n, eps_src, eps_dst, e_src, e_sym, e_dst, n_syms, starts
     ``dfa_ptr[r]..dfa_ptr[r+1]`` (its start first), edges ``o_*`` use global state ids.
     ``ok`` is False when the summed size of the expanded subsets passes ``max_work`` or
     more than ``max_states`` subsets are needed (huge automata fail in a bounded time).  Subsets are sorted int runs interned in an
-    open-addressing table."""
+    open-addressing table.
+
+    ``universal`` (one flag per NFA state, or empty) marks states that accept every string the
+    automaton's alphabet can spell (a search pattern's "matched, anything may follow"): a subset
+    holding one is that state's closure alone, so the partial matches still tracked beside it do
+    not multiply the subsets (an unanchored ``alpha|beta|rc`` in JSON strings: 3,475 -> ~130)."""
     eps_ptr, eps_order = _csr(n, eps_src)
     e_ptr, e_order = _csr(n, e_src)
     mark = np.zeros(n, dtype=np.int64)
@@ -436,6 +529,13 @@ def subset_construction(n, eps_src, eps_dst, e_src, e_sym, e_dst, n_syms, starts
                         k = t_next[k]
                     sym_head[sym] = -1
                 m = _closure(stack, top, mark, stamp, eps_ptr, eps_order, eps_dst, cur)
+                if len(universal):
+                    for q in range(m):
+                        if universal[cur[q]]:
+                            stamp += 1
+                            stack[0] = cur[q]
+                            m = _closure(stack, 1, mark, stamp, eps_ptr, eps_order, eps_dst, cur)
+                            break
                 h = _hash(cur, cur, m)
                 found, slot = _probe(slots, hashes, set_ptr, pool, pool, cur, cur, m, h)
                 if found < 0:
@@ -495,10 +595,13 @@ def warm_up_fsa_kernels() -> None:
     t = np.full((1, 1), -1, dtype=np.int32)
     a = np.ones(1, dtype=np.bool_)
     live_reachable(t, a, 0)
+    renumber_rows(t, np.zeros(1, dtype=np.int64), np.zeros(1, dtype=np.int32))
+    column_classes(t)
+    counted_chain(np.array([[1], [-1]], dtype=np.int32), np.array([False, True]), 0, 2, 1, False)
     depth_canonical(t, a, 1)
     hopcroft_blocks(t, a)
     one, none = np.zeros(1, dtype=np.int32), np.zeros(0, dtype=np.int32)
-    subset_construction(2, none, none, one, one, one + 1, 1, one, one + 1, 10, 10)
+    subset_construction(2, none, none, one, one, one + 1, 1, one, one + 1, 10, 10, np.zeros(2, dtype=np.bool_))
     pair_product(t, t, a, a, 0, 0, 0, 4)
 
 

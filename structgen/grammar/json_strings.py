@@ -14,7 +14,7 @@ import functools
 import numpy as np
 
 from ..errors import UnsupportedFeature
-from .fsa import DFA, MAX_DFA_STATES, compact_classes, intersect, literal_set_dfa, trim
+from .fsa import DFA, MAX_DFA_STATES, compact_classes, counted_repeat, intersect, literal_set_dfa, trim
 from .regex import compile_regex
 
 #: Beyond this many counted characters a length bound is refused (the DFA would be too large).
@@ -46,38 +46,10 @@ def length_content(lo: int, hi: int | None) -> DFA:
             f"string length bound {bound} exceeds {MAX_COUNTED_LENGTH}, the largest enforced exactly", keyword="maxLength"
         )
     c = json_char()
-    # prefix-free: accepting states of the char DFA have no outgoing edges
-    acc = np.nonzero(c.accept)[0]
-    assert len(acc) == 1 and (c.trans[acc[0]] < 0).all()
-    inner = [s for s in range(c.n_states) if not c.accept[s]]
-    k = len(inner)
-    pos = {s: i for i, s in enumerate(inner)}
     copies = bound + 1 if hi is not None else lo + 1
-    if copies * k > MAX_DFA_STATES:
+    if copies * (c.n_states - 1) > MAX_DFA_STATES:
         raise UnsupportedFeature(f"string length bound {bound} needs too many automaton states", keyword="maxLength")
-    n = copies * k
-    # one copy of the inner rows, then every copy at once: a finished character moves to the start
-    # of the next copy (the last copy saturates when unbounded, else has no move)
-    inner_arr = np.array(inner, dtype=np.int64)
-    pos_arr = np.full(c.n_states, -1, dtype=np.int64)
-    pos_arr[inner_arr] = np.arange(k)
-    rows = c.trans[inner_arr].astype(np.int64)  # [k, classes]
-    finishes = (rows >= 0) & c.accept[np.maximum(rows, 0)]
-    stays = (rows >= 0) & ~finishes
-    j = np.arange(copies, dtype=np.int64)[:, None, None]
-    nxt = j + 1
-    if hi is None:
-        nxt = np.minimum(nxt, copies - 1)
-    start_pos = int(pos_arr[c.start])
-    trans = np.full((copies, k, c.n_classes), -1, dtype=np.int64)
-    trans = np.where(stays[None], j * k + pos_arr[np.maximum(rows, 0)][None], trans)
-    trans = np.where(finishes[None] & (nxt < copies), nxt * k + start_pos, trans)
-    trans = trans.reshape(n, c.n_classes).astype(np.int32)
-    accept = np.zeros(n, dtype=bool)
-    accept[np.arange(copies) * k + start_pos] = np.arange(copies) >= lo
-    start = pos[c.start]
-    d = DFA(trans, accept, c.classmap.copy(), start)
-    return trim(d)
+    return counted_repeat(c, lo, hi)
 
 
 def quoted(content: DFA, *, closing: bool = True) -> DFA:

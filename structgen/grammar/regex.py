@@ -17,9 +17,13 @@ from re import _parser as sre_parse  # type: ignore[attr-defined]
 
 from ..errors import GrammarError, UnsupportedFeature
 from . import charclass as cc
-from .fsa import DFA, NFA, determinize
+from .fsa import DFA, NFA, counted_repeat, determinize, minimize
 
 MAX_REPEAT_EXPANSION = 20_000
+#: A whole pattern ``^C{lo,hi}$`` (one character class repeated) with a bound at least this large
+#: is built as a chain of copies (:func:`structgen.grammar.fsa.counted_repeat`), not determinized.
+COUNTED_REPEAT_MIN = 16
+_ONE_CHAR_OPS = (C.LITERAL, C.NOT_LITERAL, C.ANY, C.IN, C.CATEGORY)
 
 _ANY_NO_NL: cc.Ranges = cc.complement([(0x0A, 0x0A)])
 _ANY: cc.Ranges = [(0, cc.MAX_CP)]
@@ -206,9 +210,51 @@ def build_nfa(pattern: str, *, encoder=cc.UTF8, search: bool = False, flags: int
         builder.seq(body, cur, mid, gflags)
         if search and not end:
             builder.chars(mid, _ANY, mid)
+            if b == nfa.final:
+                # "matched; any characters may follow": every string of whole characters is
+                # accepted from here (and any subset holding it has no other language)
+                nfa.universal.append(mid)
         nfa.add_eps(mid, b)
     del any_char
     return nfa
+
+
+def _unwrap_groups(items: list) -> list:
+    """Look through plain groups, ``(x)`` and ``(?:x)``, that hold the whole sequence."""
+    while len(items) == 1 and items[0][0] is C.SUBPATTERN and items[0][1][1] == 0 and items[0][1][2] == 0:
+        items = list(items[0][1][3])
+    return items
+
+
+def counted_class_dfa(pattern: str, *, encoder=cc.UTF8, search: bool = False, flags: int = 0) -> DFA | None:
+    """The DFA of a pattern that is one character class repeated ``lo``..``hi`` times over the whole
+    string (``^[0-9a-z_-]{1,255}$``), built directly; None for any other pattern (or small bounds).
+
+    A Thompson NFA of 255 copies of a JSON-encoded class and its subset construction cost ~60 ms;
+    the chain of copies of the class's one-character automaton is the same language in ~1 ms."""
+    tree = parse(pattern, flags)
+    alts = _top_alternatives(tree)
+    if len(alts) != 1:
+        return None
+    start, body, end = _split_anchors(alts[0])
+    if search and not (start and end):
+        return None
+    body = _unwrap_groups(body)
+    if len(body) != 1 or body[0][0] not in (C.MAX_REPEAT, C.MIN_REPEAT):
+        return None
+    lo, hi, unit_items = body[0][1]
+    hi = None if hi == C.MAXREPEAT else hi
+    unit_items = _unwrap_groups(list(unit_items))
+    bound = hi if hi is not None else lo
+    if (len(unit_items) != 1 or unit_items[0][0] not in _ONE_CHAR_OPS or bound < COUNTED_REPEAT_MIN
+            or bound > MAX_REPEAT_EXPANSION):
+        return None
+    nfa = NFA()
+    _Builder(nfa, encoder, pattern).node(unit_items[0], nfa.start, nfa.final, tree.state.flags)
+    unit = determinize(nfa)
+    if unit.n_states < 2:  # a class with no characters: the general path says what that means
+        return None
+    return minimize(counted_repeat(unit, lo, hi))
 
 
 DISK_CACHE_VERSION = 1
@@ -235,7 +281,9 @@ def _compile_cached(pattern: str, search: bool, json_string: bool, flags: int) -
         pass
     enc = cc.JSON_STRING if json_string else cc.UTF8
     t0 = time.perf_counter()
-    dfa = determinize(build_nfa(pattern, encoder=enc, search=search, flags=flags))
+    dfa = counted_class_dfa(pattern, encoder=enc, search=search, flags=flags)
+    if dfa is None:
+        dfa = determinize(build_nfa(pattern, encoder=enc, search=search, flags=flags))
     if time.perf_counter() - t0 < DISK_CACHE_MIN_SECONDS:
         return dfa  # rebuilding is cheaper than a file: only slow automata are worth saving
     try:
