@@ -55,7 +55,7 @@ class CompiledGrammar:
 
     # -- state helpers ---------------------------------------------------------
     def lexer_for(self, cid: int) -> Lexer:
-        return self.lexers.get(self.parser.configs[cid].allowed)
+        return self.lexers.get(self.parser.allowed[cid])
 
     def advance(self, cid: int, lx: Lexer, ls: int, data: bytes):
         """Feed bytes from a state; returns the new (cid, lexer, lexer state) or None."""
@@ -81,12 +81,12 @@ class CompiledGrammar:
 
     def can_end(self, cid: int, lx: Lexer, ls: int) -> bool:
         if ls == 0:
-            return self.parser.configs[cid].can_end
+            return self.parser.can_end[cid]
         a = int(lx.acc_id[ls])
         if a < 0:
             return False
         c2 = self.parser.scan(cid, lx.acc_sets[a])
-        return c2 >= 0 and self.parser.configs[c2].can_end
+        return c2 >= 0 and self.parser.can_end[c2]
 
     def min_completion(self, cid: int, lx: Lexer, ls: int) -> float:
         """Fewest bytes that finish the output from this state (budget guard)."""
@@ -100,7 +100,7 @@ class CompiledGrammar:
             return parser.cost(cid)
         best = float("inf")
         for t, d in lx.completions(ls):
-            c2 = parser.scan(cid, frozenset((t,)))
+            c2 = parser.scan(cid, (t,))
             if c2 >= 0:
                 best = min(best, d + parser.cost(c2))
         return best
@@ -154,7 +154,7 @@ class CompiledGrammar:
         return {
             "terminals": len(self.term_dfas),
             "rules": len(self.rule_names),
-            "configs": len(self.parser.configs),
+            "configs": self.parser.n_configs,
             "lexers": len(self.lexers.lexers),
             "cached_masks": len(self._masks),
         }

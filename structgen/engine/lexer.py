@@ -120,7 +120,7 @@ class LexerCore:
         # garbage collector to scan, however large the lexer
         self.trans = np.ascontiguousarray(self.trans, dtype=np.int32)
         self.flat_trans = memoryview(self.trans.reshape(-1))
-        self.classmap_list = self.classmap.tolist()
+        self.classmap_list = tuple(self.classmap.tolist())  # a tuple: not tracked by the garbage collector
         self.n_states = self.trans.shape[0]
 
 
@@ -215,12 +215,12 @@ class Lexer:
         self.classmap = core.classmap
         self.classmap_list = core.classmap_list
         self.n_classes = core.trans.shape[1]
-        acc_index: dict[frozenset, int] = {}
-        self.acc_sets: list[frozenset] = []
+        acc_index: dict[tuple, int] = {}
+        self.acc_sets: list[tuple[int, ...]] = []  # sorted terminal ids, as Parser.scan takes them
         kind_to_acc = np.full(len(core.acc_kinds), -1, dtype=np.int32)
         for kid, members in enumerate(core.acc_kinds):
             if members:
-                acc = frozenset(term_ids[j] for j in members)
+                acc = tuple(sorted(term_ids[j] for j in members))
                 a = acc_index.get(acc)
                 if a is None:
                     a = acc_index[acc] = len(self.acc_sets)
@@ -253,9 +253,10 @@ class LexerCache:
     def __init__(self, term_dfas: list[DFA]):
         self.term_dfas = term_dfas
         self.lexers: list[Lexer] = []
-        self._by_set: dict[frozenset, Lexer] = {}
+        self._by_set: dict[tuple, Lexer] = {}
 
-    def get(self, allowed: frozenset) -> Lexer:
+    def get(self, allowed: tuple) -> Lexer:
+        """The lexer for a sorted tuple of allowed terminal ids."""
         lx = self._by_set.get(allowed)
         if lx is None:
             ids = tuple(sorted(allowed))

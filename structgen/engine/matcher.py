@@ -72,7 +72,7 @@ class Matcher:
         if self._terminated:
             return True
         cid, lx, ls = self._state
-        return ls == 0 and not self.grammar.parser.configs[cid].allowed and self.is_accepting()
+        return ls == 0 and not self.grammar.parser.allowed[cid] and self.is_accepting()
 
     def output_bytes(self) -> bytes:
         return b"".join(self._bytes)

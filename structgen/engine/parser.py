@@ -9,8 +9,6 @@ rollback a matter of popping a history list.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from ..errors import GrammarError
 from .rules import RuleAutomaton
 
@@ -20,28 +18,36 @@ MAX_STACKS = 4096
 MAX_DEPTH = 4096
 
 
-@dataclass(frozen=True)
-class Config:
-    stacks: frozenset  # of tuple[int, ...] (frames, bottom first)
-    can_end: bool
-    after_ignore: bool
-    allowed: frozenset  # terminal ids a lexeme may be now
-
-
 class Parser:
-    def __init__(self, autos: list[RuleAutomaton], start_rule: int, ignore_terms: frozenset[int]):
+    """Configurations are kept as parallel lists of plain tuples and ints (stacks: tuples of frames;
+    a configuration's stack set and allowed terminals: sorted tuples).  Tuples of ints are dropped
+    from the garbage collector's tracking once it has seen them, so a grammar's parser memo --
+    tens of thousands of entries on a large schema -- costs the collector's full passes nothing,
+    where frozensets and dataclass instances stayed tracked forever."""
+
+    def __init__(self, autos: list[RuleAutomaton], start_rule: int, ignore_terms):
         self.autos = autos
         self.start_rule = start_rule
-        self.ignore = ignore_terms
-        self.configs: list[Config] = []
+        self.ignore = tuple(sorted(ignore_terms))
+        self._ignore_set = frozenset(self.ignore)
+        # per configuration id: its stacks, whether the output may end, whether the last lexeme
+        # was ignored (whitespace), and the terminal ids a lexeme may be now (sorted)
+        self.stacks: list[tuple] = []
+        self.can_end: list[bool] = []
+        self.after_ignore: list[bool] = []
+        self.allowed: list[tuple[int, ...]] = []
         self._index: dict[tuple, int] = {}
-        self._scan: dict[tuple[int, frozenset], int] = {}
-        self._closure: dict[tuple, tuple[frozenset, bool]] = {}
+        self._scan: dict[tuple, int] = {}
+        self._closure: dict[tuple, tuple[tuple, bool]] = {}
         self._cost: dict[int, float] = {}
         self.initial = self._intern(*self._close_all([((start_rule << FRAME_BITS) | 0,)]), False)
 
+    @property
+    def n_configs(self) -> int:
+        return len(self.stacks)
+
     # -- construction -------------------------------------------------------
-    def _closure_of(self, stack: tuple) -> tuple[frozenset, bool]:
+    def _closure_of(self, stack: tuple) -> tuple[tuple, bool]:
         hit = self._closure.get(stack)
         if hit is not None:
             return hit
@@ -70,25 +76,25 @@ class Parser:
                 work.append(below + ((r << FRAME_BITS) | nxt, n << FRAME_BITS))
             if a.final[s]:
                 work.append(below)
-        res = (frozenset(out), can_end)
+        res = (tuple(sorted(out)), can_end)
         if len(self._closure) < 200_000:
             self._closure[stack] = res
         return res
 
-    def _close_all(self, stacks) -> tuple[frozenset, bool]:
+    def _close_all(self, stacks) -> tuple[tuple, bool]:
         out: set = set()
         can_end = False
         for st in stacks:
             s, e = self._closure_of(st)
-            out |= s
+            out.update(s)
             can_end |= e
             if len(out) > MAX_STACKS:
                 raise GrammarError(
                     f"the grammar is too ambiguous here (over {MAX_STACKS} parse stacks); simplify anyOf/oneOf overlaps"
                 )
-        return frozenset(out), can_end
+        return tuple(sorted(out)), can_end
 
-    def _intern(self, stacks: frozenset, can_end: bool, after_ignore: bool) -> int:
+    def _intern(self, stacks: tuple, can_end: bool, after_ignore: bool) -> int:
         key = (stacks, can_end, after_ignore)
         cid = self._index.get(key)
         if cid is None:
@@ -97,23 +103,26 @@ class Parser:
                 top = st[-1]
                 allowed.update(self.autos[top >> FRAME_BITS].term_edges[top & FRAME_MASK])
             if not after_ignore and (allowed or can_end):
-                allowed |= self.ignore
-            cid = len(self.configs)
-            self.configs.append(Config(stacks, can_end, after_ignore, frozenset(allowed)))
+                allowed.update(self.ignore)
+            cid = len(self.stacks)
+            self.stacks.append(stacks)
+            self.can_end.append(can_end)
+            self.after_ignore.append(after_ignore)
+            self.allowed.append(tuple(sorted(allowed)))
             self._index[key] = cid
         return cid
 
     # -- queries ----------------------------------------------------------------
-    def scan(self, cid: int, terms: frozenset) -> int:
-        """Configuration after a lexeme matching any of ``terms``; -1 if none fits."""
+    def scan(self, cid: int, terms: tuple) -> int:
+        """Configuration after a lexeme matching any of ``terms`` (sorted terminal ids); -1 if none fits."""
         key = (cid, terms)
         hit = self._scan.get(key)
         if hit is not None:
             return hit
-        cfg = self.configs[cid]
-        real = terms - self.ignore if terms - self.ignore else terms
+        ignore = self._ignore_set
+        real = tuple(t for t in terms if t not in ignore) or terms
         moved = []
-        for st in cfg.stacks:
+        for st in self.stacks[cid]:
             top = st[-1]
             r, s = top >> FRAME_BITS, top & FRAME_MASK
             edges = self.autos[r].term_edges[s]
@@ -124,8 +133,8 @@ class Parser:
         if moved:
             stacks, can_end = self._close_all(moved)
             res = self._intern(stacks, can_end, False)
-        elif real & self.ignore and not cfg.after_ignore:
-            res = self._intern(cfg.stacks, cfg.can_end, True)
+        elif not self.after_ignore[cid] and any(t in ignore for t in real):
+            res = self._intern(self.stacks[cid], self.can_end[cid], True)
         else:
             res = -1
         self._scan[key] = res
@@ -135,9 +144,8 @@ class Parser:
         """Min bytes of lexemes needed to finish from this configuration."""
         c = self._cost.get(cid)
         if c is None:
-            cfg = self.configs[cid]
-            best = 0.0 if cfg.can_end else float("inf")
-            for st in cfg.stacks:
+            best = 0.0 if self.can_end[cid] else float("inf")
+            for st in self.stacks[cid]:
                 total = 0.0
                 for fr in st:
                     total += self.autos[fr >> FRAME_BITS].cost[fr & FRAME_MASK]

@@ -100,9 +100,9 @@ class Walk:
         self.ev_nodes = ev_nodes
         self.ev_states = ev_states
         self.ev_sigs = ev_sigs
-        self._groups: list | None = None
+        self._groups: tuple | None = None
 
-    def groups(self) -> list[tuple[int, int, np.ndarray]]:
+    def groups(self) -> tuple[tuple[int, int, np.ndarray], ...]:
         """``(signature, group id, boundary nodes)`` per kind of lexeme ended."""
         out = self._groups
         if out is None:
@@ -127,7 +127,7 @@ class Walk:
                     for k in np.unique(sigs).tolist():
                         nodes = self.ev_nodes[sigs == k]
                         out.append((k, group_id(nodes), nodes))
-            self._groups = out
+            out = self._groups = tuple(out)  # a tuple: untracked by the garbage collector once seen
         return out
 
 
