@@ -122,6 +122,13 @@ class LexerCore:
         self.flat_trans = memoryview(self.trans.reshape(-1))
         self.classmap_list = tuple(self.classmap.tolist())  # a tuple: not tracked by the garbage collector
         self.n_states = self.trans.shape[0]
+        # accept set of each state (kind k >= 1 is accept set k - 1, see Lexer), and where a lexeme
+        # may end: every accepting state but the start (no zero-width lexemes)
+        assert not self.acc_kinds[0], "kind 0 must be the empty member set"
+        self.kind_acc = list(range(-1, len(self.acc_kinds) - 1))
+        self.acc_id = self.acc_key.astype(np.int32) - 1
+        self.boundary = self.acc_id.copy()
+        self.boundary[0] = -1
 
 
     # -- what trie walks need to share results between cores ----------------------------------------
@@ -215,22 +222,14 @@ class Lexer:
         self.classmap = core.classmap
         self.classmap_list = core.classmap_list
         self.n_classes = core.trans.shape[1]
-        acc_index: dict[tuple, int] = {}
-        self.acc_sets: list[tuple[int, ...]] = []  # sorted terminal ids, as Parser.scan takes them
-        kind_to_acc = np.full(len(core.acc_kinds), -1, dtype=np.int32)
-        for kid, members in enumerate(core.acc_kinds):
-            if members:
-                acc = tuple(sorted(term_ids[j] for j in members))
-                a = acc_index.get(acc)
-                if a is None:
-                    a = acc_index[acc] = len(self.acc_sets)
-                    self.acc_sets.append(acc)
-                kind_to_acc[kid] = a
-        self.kind_acc = kind_to_acc.tolist()
-        acc_id = kind_to_acc[core.acc_key]
-        self.acc_id = acc_id
-        self.boundary = acc_id.copy()
-        self.boundary[0] = -1  # no zero-width lexemes
+        # kind k >= 1 (a set of accepting members; kind 0 is "none") is accept set k-1: members are
+        # distinct DFAs and terminal ids are distinct, so kinds and accept sets correspond one to one,
+        # and the state -> accept-set tables are the core's own (shared by every grammar using it)
+        self.acc_sets: list[tuple[int, ...]] = [tuple(sorted(term_ids[j] for j in members))
+                                                for members in core.acc_kinds[1:]]  # as Parser.scan takes them
+        self.kind_acc = core.kind_acc
+        self.acc_id = core.acc_id
+        self.boundary = core.boundary
         self._dfas = dfas
 
     def step(self, state: int, byte: int) -> int:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-from ..grammar.fsa_kernels import _grow1, _grow2, _hash, _probe, _rehash
+from ..grammar.fsa_kernels import _grow1, _grow2, _hash, _probe, _rehash, plain_loop_states
 
 __all__ = ["build_core", "explore_product", "warm_up_lexer_kernels"]
 
@@ -272,18 +272,6 @@ def build_core(raw, cms_flat, acc, meta, plain, max_states):
             if acc[st_off[j] + s]:
                 acc_key[off + s] = kid
     # 5. states that loop on every plain byte
-    plain_cls = np.zeros(n_cls, dtype=np.bool_)
-    for b in range(256):
-        if plain[b]:
-            plain_cls[classmap[b]] = True
-    plain_loop = np.zeros(total, dtype=np.uint8)
-    for i in range(total):
-        loops = True
-        for c in range(n_cls):
-            if plain_cls[c] and trans[i, c] != i:
-                loops = False
-                break
-        if loops:
-            plain_loop[i] = 1
+    plain_loop = plain_loop_states(trans, classmap, plain)
     return (total, classmap, trans, acc_key, kind_ptr[:n_kinds + 1], kind_mem[:kind_ptr[n_kinds]], n_kinds, n_prod,
             ptr, ent_j, ent_s, block_off, plain_loop)

@@ -15,6 +15,8 @@ from pathlib import Path
 import numba
 import numpy as np
 
+from ..grammar.fsa_kernels import plain_loop_states
+
 
 #: Printable ASCII except the quote and backslash: what JSON string content repeats freely.
 PLAIN_BYTES = np.zeros(256, dtype=bool)
@@ -24,9 +26,10 @@ PLAIN_BYTES[[0x22, 0x5C]] = False
 
 def plain_loops(trans: np.ndarray, classmap: np.ndarray) -> np.ndarray:
     """uint8 per state: 1 where every PLAIN_BYTES byte leads back to the same state."""
-    cols = np.unique(classmap[PLAIN_BYTES])
-    n = trans.shape[0]
-    return (trans[:, cols] == np.arange(n, dtype=trans.dtype)[:, None]).all(axis=1).astype(np.uint8)
+    return plain_loop_states(np.ascontiguousarray(trans, dtype=np.int32), np.ascontiguousarray(classmap, dtype=np.int32),
+                        PLAIN_BYTES)
+
+
 
 
 class TokenTrie:
@@ -399,6 +402,7 @@ def warm_up_kernels(trie: "TokenTrie") -> None:
     b = np.full(1, -1, dtype=np.int32)
     mask = np.zeros((trie.vocab_size + 31) // 32, dtype=np.uint32)
     ev = np.empty(1, dtype=np.int32)
+    plain_loops(trans, cm)
     walk(trie.node_byte[:1], trie.node_depth[:1], np.array([1], dtype=np.int32), trie.node_word[:1],
          trie.node_bit[:1] * 0, trie.node_multi[:1] * 0, trie.node_plain_below[:1] * 0, trie.tok_ptr[:2] * 0,
          trie.tok_ids[:0], trans, cm, b, np.zeros(1, dtype=np.uint8), np.zeros(1, dtype=np.int32),

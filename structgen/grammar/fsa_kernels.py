@@ -11,7 +11,7 @@ import numba
 import numpy as np
 
 __all__ = ["backward_depth", "column_classes", "depth_canonical", "hopcroft_blocks", "live_reachable",
-           "counted_chain", "pair_product", "renumber_rows", "subset_construction",
+           "counted_chain", "pair_product", "plain_loop_states", "renumber_rows", "subset_construction",
            "warm_up_fsa_kernels"]
 
 _MUL = np.uint64(0x9E3779B97F4A7C15)
@@ -88,6 +88,27 @@ def live_reachable(trans, accept, start):
                 stack[top] = t
                 top += 1
     return keep
+
+
+@numba.njit(cache=True, nogil=True)
+def plain_loop_states(trans, classmap, plain):
+    """uint8 per state: 1 where every byte flagged in ``plain`` leads back to the same state
+    (trie walks skip such states' plain-byte subtrees)."""
+    n, c = trans.shape
+    plain_cls = np.zeros(c, dtype=np.bool_)
+    for b in range(256):
+        if plain[b]:
+            plain_cls[classmap[b]] = True
+    out = np.zeros(n, dtype=np.uint8)
+    for i in range(n):
+        loops = True
+        for k in range(c):
+            if plain_cls[k] and trans[i, k] != i:
+                loops = False
+                break
+        if loops:
+            out[i] = 1
+    return out
 
 
 @numba.njit(cache=True, nogil=True)
