@@ -204,6 +204,17 @@ def test_huge_bounds_compile_fast_or_fail_clearly(comp):
     assert time.perf_counter() - t0 < 60
 
 
+def test_array_counts_past_the_limit_are_refused_with_their_pointer(comp):
+    """A count the rule automaton cannot hold is refused up front, naming where it is
+    (not a pointer-less "automaton too large" after seconds of building)."""
+    from structgen.errors import UnsupportedFeature
+
+    schema = {"type": "object", "properties": {"a": {"type": "array", "items": {"type": "integer"}, "minItems": 100000}}}
+    with pytest.raises(UnsupportedFeature) as e:
+        comp.compile_json_schema(schema)
+    assert e.value.pointer == "#/properties/a"
+
+
 def test_test_suite_baseline(comp):
     """Per keyword file: groups handled exactly never regress, and no invalid instance is ever accepted."""
     if not DEFAULT_SUITE.exists():

@@ -39,6 +39,9 @@ from .numbers import number_dfa
 
 TYPES = ("null", "boolean", "integer", "number", "string", "array", "object")
 MAX_GRAPH_STATES = 100_000
+#: Arrays count items in a graph of one state per count, each edge ", item" costing a second state
+#: of the rule automaton (whose budget is engine.rules.MAX_RULE_NFA_STATES): beyond this, refuse.
+MAX_ARRAY_COUNT = 50_000
 #: property_order="any": track every key of objects with at most this many properties
 ANY_ORDER_TRACK_ALL = 4
 #: ... and at most this many keys in all (2**n automaton states)
@@ -1074,7 +1077,7 @@ class _Compiler:
             if e is not _NOT_FINITE:
                 return e
         J = hi if hi is not None else max(lo, P, 1)
-        if J > MAX_GRAPH_STATES:
+        if J > MAX_ARRAY_COUNT:
             raise UnsupportedFeature(f"maxItems/minItems of {J} is too large to enforce exactly",
                                      pointer=nodes[0].ptr, keyword="maxItems")
         item_exprs: list[Expr | None] = []
