@@ -27,7 +27,12 @@ def explore_product(table, row_off, starts, max_states):
     single_s)``: product state ``i`` has live entries ``ent_*[ptr[i]:ptr[i+1]]``;
     ``trans[i, c]`` is the next product state, or -1 with ``single_j[i, c] >= 0``
     when exactly one DFA (``single_j``, in state ``single_s``) survives the
-    byte.  ``n`` is -1 when more than ``max_states`` states would be needed."""
+    byte.  ``n`` is -1 when more than ``max_states`` states would be needed.
+
+    The search itself runs in :func:`_explore_from`, which never reallocates: an array
+    variable reassigned inside a numba loop (growing it in place) stops LLVM from keeping
+    the arrays' pointers in registers, and made this loop ~10x slower.  When the arrays may
+    not hold what one more state can add, it returns and the arrays grow here."""
     k = len(starts)
     C = table.shape[1]
     cap = 64
@@ -50,11 +55,52 @@ def explore_product(table, row_off, starts, max_states):
     ptr[1] = m
     hashes[0] = _hash(ent_j, ent_s, m)
     slots[np.int64(hashes[0] & np.uint64(tsize - 1))] = 0
-    n = 1
     nj = np.empty(k, dtype=np.int32)
     ns = np.empty(k, dtype=np.int32)
     i = 0
+    n = 1
+    while True:
+        i, n, status = _explore_from(table, row_off, i, n, ptr, ent_j, ent_s, hashes, trans, single_j, single_s,
+                                     slots, nj, ns, max_states)
+        if status == 0:
+            break
+        if status < 0:
+            return -1, ptr, ent_j, ent_s, trans, single_j, single_s
+        # room for everything one more state can add: C new states of k entries each, load <= 1/2
+        if n + C > cap:
+            while n + C > cap:
+                cap *= 2
+            ptr = _grow1(ptr, cap + 1)
+            hashes = _grow1(hashes, cap)
+            trans = _grow2(trans, cap)
+            single_j = _grow2(single_j, cap)
+            single_s = _grow2(single_s, cap)
+        if ptr[n] + C * k > ecap:
+            while ptr[n] + C * k > ecap:
+                ecap *= 2
+            ent_j = _grow1(ent_j, ecap)
+            ent_s = _grow1(ent_s, ecap)
+        if 2 * (n + C) > tsize:
+            while 2 * (n + C) > tsize:
+                tsize *= 2
+            slots = _rehash(hashes, n, tsize)
+    return n, ptr[:n + 1], ent_j[:ptr[n]], ent_s[:ptr[n]], trans[:n], single_j[:n], single_s[:n]
+
+
+@numba.njit(cache=True, nogil=True)
+def _explore_from(table, row_off, i, n, ptr, ent_j, ent_s, hashes, trans, single_j, single_s, slots, nj, ns,
+                  max_states):
+    """Expand product states ``i``.. of :func:`explore_product` (finding new ones) while the
+    arrays have room for what one state can add.  Returns ``(i, n, status)``: status 0 when
+    done, 1 when the arrays must grow before state ``i``, -1 past ``max_states``."""
+    k = len(row_off)
+    C = table.shape[1]
+    cap = len(hashes)
+    ecap = len(ent_j)
+    tsize = len(slots)
     while i < n:
+        if n + C > cap or ptr[n] + C * k > ecap or 2 * (n + C) > tsize:
+            return i, n, 1
         for c in range(C):
             a = 0
             for e in range(ptr[i], ptr[i + 1]):
@@ -77,19 +123,7 @@ def explore_product(table, row_off, starts, max_states):
             found, slot = _probe(slots, hashes, ptr, ent_j, ent_s, nj, ns, a, h)
             if found < 0:
                 if n >= max_states:
-                    return -1, ptr, ent_j, ent_s, trans, single_j, single_s
-                if n >= cap:
-                    cap *= 2
-                    ptr = _grow1(ptr, cap + 1)
-                    hashes = _grow1(hashes, cap)
-                    trans = _grow2(trans, cap)
-                    single_j = _grow2(single_j, cap)
-                    single_s = _grow2(single_s, cap)
-                if ptr[n] + a > ecap:
-                    while ptr[n] + a > ecap:
-                        ecap *= 2
-                    ent_j = _grow1(ent_j, ecap)
-                    ent_s = _grow1(ent_s, ecap)
+                    return i, n, -1
                 base = ptr[n]
                 for q in range(a):
                     ent_j[base + q] = nj[q]
@@ -99,12 +133,9 @@ def explore_product(table, row_off, starts, max_states):
                 slots[slot] = n
                 found = n
                 n += 1
-                if 2 * n > tsize:  # rehash at half load
-                    tsize *= 2
-                    slots = _rehash(hashes, n, tsize)
             trans[i, c] = found
         i += 1
-    return n, ptr[:n + 1], ent_j[:ptr[n]], ent_s[:ptr[n]], trans[:n], single_j[:n], single_s[:n]
+    return i, n, 0
 
 
 def warm_up_lexer_kernels() -> None:
@@ -115,28 +146,20 @@ def warm_up_lexer_kernels() -> None:
 
 @numba.njit(cache=True, nogil=True)
 def _intern_members(mem, m, kind_ptr, kind_mem, n_kinds, slots, hashes):
-    """Kind id of the member list ``mem[:m]`` (interned in ``kind_*``; grows them as needed)."""
+    """Kind id of the member list ``mem[:m]``, interned in ``kind_*`` (sized by the caller for
+    every kind there can be: nothing is reallocated here).  Returns ``(kind, n_kinds)``."""
     h = _hash(mem, mem, m)
-    tsize = len(slots)
     found, slot = _probe(slots, hashes, kind_ptr, kind_mem, kind_mem, mem, mem, m, h)
     if found >= 0:
-        return found, kind_ptr, kind_mem, n_kinds, slots, hashes
+        return found, n_kinds
     r = n_kinds
-    if r + 2 > len(kind_ptr):
-        kind_ptr = _grow1(kind_ptr, 2 * len(kind_ptr))
-        hashes = _grow1(hashes, 2 * len(hashes))
     base = kind_ptr[r]
-    if base + m > len(kind_mem):
-        kind_mem = _grow1(kind_mem, 2 * (base + m))
     for q in range(m):
         kind_mem[base + q] = mem[q]
     kind_ptr[r + 1] = base + m
     hashes[r] = h
     slots[slot] = r
-    n_kinds += 1
-    if 2 * n_kinds > tsize:
-        slots = _rehash(hashes, n_kinds, 2 * tsize)
-    return r, kind_ptr, kind_mem, n_kinds, slots, hashes
+    return r, n_kinds + 1
 
 
 @numba.njit(cache=True, nogil=True)
@@ -244,12 +267,18 @@ def build_core(raw, cms_flat, acc, meta, plain, max_states):
                 trans[off + s, c] = t + off if t >= 0 else -1
     # 4. accepting members of every state, interned (kind 0: none)
     acc_key = np.zeros(total, dtype=np.int32)
-    kind_ptr = np.zeros(16, dtype=np.int64)
-    kind_mem = np.empty(64, dtype=np.int32)
-    hashes = np.empty(16, dtype=np.uint64)
-    slots = np.full(64, -1, dtype=np.int64)
+    # at most one new kind per product state and per block (plus "none"), of at most the state's
+    # live entries: sized once, so the labelling loop never reallocates (see explore_product)
+    max_kinds = n_prod + k + 1
+    kind_ptr = np.zeros(max_kinds + 1, dtype=np.int64)
+    kind_mem = np.empty(ptr[n_prod] + k, dtype=np.int32)
+    hashes = np.empty(max_kinds, dtype=np.uint64)
+    tsize = 64
+    while tsize < 2 * max_kinds:
+        tsize *= 2
+    slots = np.full(tsize, -1, dtype=np.int64)
     mem = np.empty(max(k, 1), dtype=np.int32)
-    kid, kind_ptr, kind_mem, n_kinds, slots, hashes = _intern_members(mem, 0, kind_ptr, kind_mem, 0, slots, hashes)
+    kid, n_kinds = _intern_members(mem, 0, kind_ptr, kind_mem, 0, slots, hashes)
     for i in range(n_prod):
         m = 0
         for e in range(ptr[i], ptr[i + 1]):
@@ -258,16 +287,14 @@ def build_core(raw, cms_flat, acc, meta, plain, max_states):
                 mem[m] = j
                 m += 1
         if m:
-            kid, kind_ptr, kind_mem, n_kinds, slots, hashes = _intern_members(mem, m, kind_ptr, kind_mem, n_kinds,
-                                                                              slots, hashes)
+            kid, n_kinds = _intern_members(mem, m, kind_ptr, kind_mem, n_kinds, slots, hashes)
             acc_key[i] = kid
     for j in range(k):
         off = block_off[j]
         if off < 0:
             continue
         mem[0] = j
-        kid, kind_ptr, kind_mem, n_kinds, slots, hashes = _intern_members(mem, 1, kind_ptr, kind_mem, n_kinds,
-                                                                          slots, hashes)
+        kid, n_kinds = _intern_members(mem, 1, kind_ptr, kind_mem, n_kinds, slots, hashes)
         for s in range(n_st[j]):
             if acc[st_off[j] + s]:
                 acc_key[off + s] = kid

@@ -514,7 +514,51 @@ def subset_construction(n, eps_src, eps_dst, e_src, e_sym, e_dst, n_syms, starts
         tsize = 64
         slots = np.full(tsize, -1, dtype=np.int64)
         i = base - 1  # -1 before the start subset exists
-        while i < n_sets:
+        tq = -1
+        n_touched = 0
+        # the search runs in _subset_run, which never reallocates (an array reassigned inside a
+        # numba loop keeps LLVM from holding the arrays' pointers in registers: ~10x slower);
+        # it stops where an array is full, the array grows here, and it resumes where it stopped
+        while True:
+            status, i, tq, n_touched, n_sets, n_out, work, stamp, need = _subset_run(
+                r, base, i, tq, n_touched, n_sets, n_out, work, stamp, starts, finals, universal, eps_ptr,
+                eps_order, eps_dst, e_ptr, e_order, e_sym, e_dst, mark, stack, cur, pool, set_ptr, hashes, is_final,
+                slots, sym_head, sym_tail, touched, t_dst, t_next, o_src, o_sym, o_dst, max_work, max_states)
+            if status == 0:
+                break
+            if status < 0:
+                return False, dfa_ptr, is_final[:0], o_src[:0], o_sym[:0], o_dst[:0]
+            if status == 1:
+                cap = 2 * len(hashes)
+                set_ptr = _grow1(set_ptr, cap + 1)
+                hashes = _grow1(hashes, cap)
+                is_final = _grow1(is_final, cap)
+            elif status == 2:
+                pool = _grow1(pool, 2 * need)
+            elif status == 3:
+                tsize *= 2
+                slots = _rehash_from(hashes, base, n_sets, tsize)
+            else:
+                cap = 2 * max(need, len(o_src))
+                o_src = _grow1(o_src, cap)
+                o_sym = _grow1(o_sym, cap)
+                o_dst = _grow1(o_dst, cap)
+        dfa_ptr[r + 1] = n_sets
+    return True, dfa_ptr, is_final[:n_sets], o_src[:n_out], o_sym[:n_out], o_dst[:n_out]
+
+
+@numba.njit(cache=True, nogil=True)
+def _subset_run(r, base, i, tq0, n_touched, n_sets, n_out, work, stamp, starts, finals, universal, eps_ptr, eps_order,
+                eps_dst, e_ptr, e_order, e_sym, e_dst, mark, stack, cur, pool, set_ptr, hashes, is_final, slots,
+                sym_head, sym_tail, touched, t_dst, t_next, o_src, o_sym, o_dst, max_work, max_states):
+    """Expand rule ``r``'s subsets from subset ``i`` (target symbol ``tq0``; -1: its targets are
+    not gathered yet) until done or an array is full.  Returns ``(status, i, tq, n_touched,
+    n_sets, n_out, work, stamp, need)``: status 0 done, -1 over a limit, 1 subset table full,
+    2 pool too small (``need`` entries), 3 slot table half full, 4 edge arrays too small
+    (``need`` edges).  Nothing of the step that stopped was done, so resuming repeats it."""
+    tsize = len(slots)
+    while i < n_sets:
+        if tq0 < 0:
             n_touched = 1
             if i >= base:
                 n_touched = 0
@@ -534,68 +578,62 @@ def subset_construction(n, eps_src, eps_dst, e_src, e_sym, e_dst, n_syms, starts
                         sym_tail[sym] = k
                 work += set_ptr[i + 1] - set_ptr[i]
                 if work > max_work:
-                    return False, dfa_ptr, is_final[:0], o_src[:0], o_sym[:0], o_dst[:0]
-            for tq in range(n_touched):
-                stamp += 1
-                top = 0
-                if i < base:
-                    stack[0] = starts[r]
-                    top = 1
-                else:
-                    sym = touched[tq]
-                    k = sym_head[sym]
-                    while k >= 0:
-                        stack[top] = t_dst[k]
-                        top += 1
-                        k = t_next[k]
-                    sym_head[sym] = -1
-                m = _closure(stack, top, mark, stamp, eps_ptr, eps_order, eps_dst, cur)
-                if len(universal):
-                    for q in range(m):
-                        if universal[cur[q]]:
-                            stamp += 1
-                            stack[0] = cur[q]
-                            m = _closure(stack, 1, mark, stamp, eps_ptr, eps_order, eps_dst, cur)
-                            break
-                h = _hash(cur, cur, m)
-                found, slot = _probe(slots, hashes, set_ptr, pool, pool, cur, cur, m, h)
-                if found < 0:
-                    found = n_sets
-                    if n_sets >= max_states:
-                        return False, dfa_ptr, is_final[:0], o_src[:0], o_sym[:0], o_dst[:0]
-                    if n_sets >= len(hashes):
-                        cap = 2 * len(hashes)
-                        set_ptr = _grow1(set_ptr, cap + 1)
-                        hashes = _grow1(hashes, cap)
-                        is_final = _grow1(is_final, cap)
-                    b0 = set_ptr[n_sets]
-                    if b0 + m > len(pool):
-                        pool = _grow1(pool, 2 * (b0 + m))
-                    fin = False
-                    for q in range(m):
-                        pool[b0 + q] = cur[q]
-                        if cur[q] == finals[r]:
-                            fin = True
-                    set_ptr[n_sets + 1] = b0 + m
-                    hashes[n_sets] = h
-                    is_final[n_sets] = fin
-                    slots[slot] = n_sets
-                    n_sets += 1
-                    if 2 * (n_sets - base) > tsize:
-                        tsize *= 2
-                        slots = _rehash_from(hashes, base, n_sets, tsize)
-                if i >= base:
-                    if n_out >= len(o_src):
-                        o_src = _grow1(o_src, 2 * len(o_src))
-                        o_sym = _grow1(o_sym, 2 * len(o_sym))
-                        o_dst = _grow1(o_dst, 2 * len(o_dst))
-                    o_src[n_out] = i
-                    o_sym[n_out] = touched[tq]
-                    o_dst[n_out] = found
-                    n_out += 1
-            i += 1
-        dfa_ptr[r + 1] = n_sets
-    return True, dfa_ptr, is_final[:n_sets], o_src[:n_out], o_sym[:n_out], o_dst[:n_out]
+                    return -1, i, tq0, n_touched, n_sets, n_out, work, stamp, 0
+            tq0 = 0
+        if i >= base and n_out + n_touched - tq0 > len(o_src):
+            return 4, i, tq0, n_touched, n_sets, n_out, work, stamp, n_out + n_touched - tq0
+        for tq in range(tq0, n_touched):
+            stamp += 1
+            top = 0
+            if i < base:
+                stack[0] = starts[r]
+                top = 1
+            else:
+                k = sym_head[touched[tq]]
+                while k >= 0:
+                    stack[top] = t_dst[k]
+                    top += 1
+                    k = t_next[k]
+            m = _closure(stack, top, mark, stamp, eps_ptr, eps_order, eps_dst, cur)
+            if len(universal):
+                for q in range(m):
+                    if universal[cur[q]]:
+                        stamp += 1
+                        stack[0] = cur[q]
+                        m = _closure(stack, 1, mark, stamp, eps_ptr, eps_order, eps_dst, cur)
+                        break
+            h = _hash(cur, cur, m)
+            found, slot = _probe(slots, hashes, set_ptr, pool, pool, cur, cur, m, h)
+            if found < 0:
+                if n_sets >= max_states:
+                    return -1, i, tq, n_touched, n_sets, n_out, work, stamp, 0
+                if n_sets >= len(hashes):
+                    return 1, i, tq, n_touched, n_sets, n_out, work, stamp, 0
+                b0 = set_ptr[n_sets]
+                if b0 + m > len(pool):
+                    return 2, i, tq, n_touched, n_sets, n_out, work, stamp, b0 + m
+                if 2 * (n_sets + 1 - base) > tsize:
+                    return 3, i, tq, n_touched, n_sets, n_out, work, stamp, 0
+                found = n_sets
+                fin = False
+                for q in range(m):
+                    pool[b0 + q] = cur[q]
+                    if cur[q] == finals[r]:
+                        fin = True
+                set_ptr[n_sets + 1] = b0 + m
+                hashes[n_sets] = h
+                is_final[n_sets] = fin
+                slots[slot] = n_sets
+                n_sets += 1
+            if i >= base:
+                sym_head[touched[tq]] = -1
+                o_src[n_out] = i
+                o_sym[n_out] = touched[tq]
+                o_dst[n_out] = found
+                n_out += 1
+        tq0 = -1
+        i += 1
+    return 0, i, tq0, n_touched, n_sets, n_out, work, stamp, 0
 
 
 @numba.njit(cache=True, nogil=True)
