@@ -301,7 +301,53 @@ def pair_product(ta, tb, acc_a, acc_b, start_a, start_b, mode, max_states):
     slots[(keys[0] * np.int64(0x9E3779B1)) & (tsize - 1)] = 0
     n = 1
     i = 0
+    # the search runs in _pair_run, which never reallocates (see subset_construction); it
+    # stops before a state that could overflow the arrays, which then grow here
+    while True:
+        i, n, status = _pair_run(ta, tb, NB, mode, max_states, i, n, trans, px, py, keys, slots)
+        if status == 0:
+            break
+        if status < 0:
+            return -1, trans[:0], np.zeros(0, dtype=np.bool_), px[:0], py[:0]
+        if n + C > cap:
+            while n + C > cap:
+                cap *= 2
+            trans = _grow2(trans, cap)
+            px = _grow1(px, cap)
+            py = _grow1(py, cap)
+            keys = _grow1(keys, cap)
+        if 2 * (n + C) > tsize:
+            while 2 * (n + C) > tsize:
+                tsize *= 2
+            slots = np.full(tsize, -1, dtype=np.int64)
+            for r in range(n):
+                s2 = (keys[r] * np.int64(0x9E3779B1)) & (tsize - 1)
+                while slots[s2] >= 0:
+                    s2 = (s2 + 1) & (tsize - 1)
+                slots[s2] = r
+    accept = np.empty(n, dtype=np.bool_)
+    for r in range(n):
+        xa = px[r] >= 0 and acc_a[px[r]]
+        xb = py[r] >= 0 and acc_b[py[r]]
+        if mode == 0:
+            accept[r] = xa and xb
+        elif mode == 1:
+            accept[r] = xa or xb
+        else:
+            accept[r] = xa and not xb
+    return n, trans[:n], accept, px[:n], py[:n]
+
+
+@numba.njit(cache=True, nogil=True)
+def _pair_run(ta, tb, NB, mode, max_states, i, n, trans, px, py, keys, slots):
+    """Expand product states ``i``.. of :func:`pair_product` while the arrays have room for
+    what one state can add: ``(i, n, status)``, status 0 done, 1 grow, -1 past ``max_states``."""
+    C = ta.shape[1]
+    cap = len(keys)
+    tsize = len(slots)
     while i < n:
+        if n + C > cap or 2 * (n + C) > tsize:
+            return i, n, 1
         x = px[i]
         y = py[i]
         for c in range(C):
@@ -326,48 +372,16 @@ def pair_product(ta, tb, acc_a, acc_b, start_a, start_b, mode, max_states):
                 slot = (slot + 1) & (tsize - 1)
             if found < 0:
                 if n >= max_states:
-                    return -1, trans[:0], np.zeros(0, dtype=np.bool_), px[:0], py[:0]
-                if n >= cap:
-                    cap *= 2
-                    t2 = np.empty((cap, C), dtype=np.int32)
-                    t2[:n] = trans[:n]
-                    trans = t2
-                    px2 = np.empty(cap, dtype=np.int64)
-                    px2[:n] = px[:n]
-                    px = px2
-                    py2 = np.empty(cap, dtype=np.int64)
-                    py2[:n] = py[:n]
-                    py = py2
-                    k2 = np.empty(cap, dtype=np.int64)
-                    k2[:n] = keys[:n]
-                    keys = k2
+                    return i, n, -1
                 px[n] = nx
                 py[n] = ny
                 keys[n] = key
                 slots[slot] = n
                 found = n
                 n += 1
-                if 2 * n > tsize:
-                    tsize *= 2
-                    slots = np.full(tsize, -1, dtype=np.int64)
-                    for r in range(n):
-                        s2 = (keys[r] * np.int64(0x9E3779B1)) & (tsize - 1)
-                        while slots[s2] >= 0:
-                            s2 = (s2 + 1) & (tsize - 1)
-                        slots[s2] = r
             trans[i, c] = found
         i += 1
-    accept = np.empty(n, dtype=np.bool_)
-    for r in range(n):
-        xa = px[r] >= 0 and acc_a[px[r]]
-        xb = py[r] >= 0 and acc_b[py[r]]
-        if mode == 0:
-            accept[r] = xa and xb
-        elif mode == 1:
-            accept[r] = xa or xb
-        else:
-            accept[r] = xa and not xb
-    return n, trans[:n], accept, px[:n], py[:n]
+    return i, n, 0
 
 
 # -- open-addressing tables of int runs (shared with the lexer kernels) ---------------------------
