@@ -210,7 +210,9 @@ def _class_counted(dfa: DFA):
     q = ord('"')
     cm = dfa.classmap
     s1 = int(dfa.trans[dfa.start, cm[q]])
-    if s1 < 0 or dfa.n_states > 64 * MAX_COUNT or (dfa.trans[:, _high_classes(cm)] >= 0).any():
+    if s1 < 0 or dfa.n_states > 64 * MAX_COUNT or (dfa.trans[s1, cm[0x80:]] >= 0).any():
+        return None  # (the first character may be non-ASCII: a cheap row test before the table's)
+    if (dfa.trans[:, _high_classes(cm)] >= 0).any():
         return None  # (a string that may hold non-ASCII characters is no single-byte class)
     chars = frozenset(b for b in _CLASS_BYTES if dfa.trans[s1, cm[b]] >= 0)
     if not chars or len({int(dfa.trans[s1, cm[b]]) for b in chars}) != 1:
