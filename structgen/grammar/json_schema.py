@@ -1081,9 +1081,15 @@ class _Compiler:
             raise UnsupportedFeature(f"maxItems/minItems of {J} is too large to enforce exactly",
                                      pointer=nodes[0].ptr, keyword="maxItems")
         item_exprs: list[Expr | None] = []
+        beyond_prefix: list = []  # every index past the prefixes has the same item schemas: one value
         for i in range(J + (1 if hi is None else 0)):
             idx = i if i < J else J
-            item_exprs.append(self.value(item_nodes(min(idx, max(P, idx)))))
+            if idx < P:
+                item_exprs.append(self.value(item_nodes(idx)))
+                continue
+            if not beyond_prefix:
+                beyond_prefix.append(self.value(item_nodes(idx)))
+            item_exprs.append(beyond_prefix[0])
         edges = []
         for j in range(J):
             e = item_exprs[j]
