@@ -110,11 +110,27 @@ def _build(nfa: _SymNFA, e: Expr, a: int, b: int, codes: dict[str, int]) -> None
             nfa.eps(cur, b)
     elif t is Graph:
         base = nfa.n
-        for _ in range(e.n_states):
-            nfa.new()
+        if base + e.n_states > nfa.limit:
+            raise GrammarError(f"rule automaton too large (over {MAX_RULE_NFA_STATES} states); reduce repetition bounds")
+        nfa.n = base + e.n_states
         nfa.eps(a, base + e.start)
+        e_src, e_sym, e_dst = nfa.e_src, nfa.e_sym, nfa.e_dst
         for src, sub, dst in e.edges:
-            if sub is None:
+            ts = type(sub)
+            if ts is Sym:  # most edges are a symbol or ", symbol": inline, not a recursive call
+                e_src.append(base + src)
+                e_sym.append(_code(codes, sub.name))
+                e_dst.append(base + dst)
+            elif ts is Seq and sub.items and all(type(it) is Sym for it in sub.items):
+                cur = base + src
+                last = len(sub.items) - 1
+                for i, it in enumerate(sub.items):
+                    nxt = base + dst if i == last else nfa.new()
+                    e_src.append(cur)
+                    e_sym.append(_code(codes, it.name))
+                    e_dst.append(nxt)
+                    cur = nxt
+            elif sub is None:
                 nfa.eps(base + src, base + dst)
             else:
                 _build(nfa, sub, base + src, base + dst, codes)
