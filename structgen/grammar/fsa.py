@@ -329,10 +329,9 @@ def counted_repeat(unit: DFA, lo: int, hi: int | None) -> DFA:
 def compact_classes(dfa: DFA) -> DFA:
     """Merge byte classes whose columns are identical (first-seen order)."""
     trans = _kernel_args(dfa)[0]
-    cls, n_kept = _column_classes(trans)
-    if n_kept == dfa.n_classes:
+    cls, keep = _column_classes(trans)
+    if len(keep) == dfa.n_classes:
         return dfa
-    keep = np.unique(cls, return_index=True)[1]
     return DFA(np.ascontiguousarray(trans[:, keep]), dfa.accept, cls[dfa.classmap].astype(np.int32), dfa.start)
 
 
@@ -480,7 +479,9 @@ def _difference_literals(a: DFA, strings) -> DFA:
     used = sorted({byte for ch in children for byte in ch})
     tag = np.full(256, 256, dtype=np.int64)
     tag[used] = used
-    uniq, classmap = np.unique(a.classmap.astype(np.int64) * 257 + tag, return_inverse=True)
+    key = a.classmap.astype(np.int64) * 257 + tag
+    uniq = np.unique(key)
+    classmap = np.searchsorted(uniq, key)  # the inverse of the unique, without its argsort
     ca = uniq // 257
     ta = a.trans[:, ca]
     a_of_arr = np.array(a_of, dtype=np.int64)

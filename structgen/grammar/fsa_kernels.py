@@ -164,7 +164,7 @@ def counted_chain(trans, accept, start, copies, lo, saturate):
 @numba.njit(cache=True, nogil=True)
 def column_classes(trans):
     """Byte classes with identical columns merged: (new class of each column, in first-seen
-    order; the number of distinct columns).  Columns are hashed, then compared on equal hash."""
+    order; the first column of each new class).  Columns are hashed, then compared on equal hash."""
     n, c = trans.shape
     h = np.empty(c, dtype=np.uint64)
     for k in range(c):
@@ -195,7 +195,7 @@ def column_classes(trans):
             found = n_reps
             n_reps += 1
         cls[k] = found
-    return cls, n_reps
+    return cls, reps[:n_reps]
 
 
 @numba.njit(cache=True, nogil=True)
