@@ -4,6 +4,7 @@ from __future__ import annotations
 import itertools
 import random
 
+import numpy as np
 import pytest
 
 from structgen.errors import GrammarError
@@ -18,6 +19,14 @@ def _strings(alphabet: str, max_len: int):
     for n in range(max_len + 1):
         for t in itertools.product(alphabet, repeat=n):
             yield "".join(t).encode()
+
+
+def unique_rows(a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(unique rows, inverse index) of a 2-D integer array (the reference Moore refinement's signatures)."""
+    a = np.ascontiguousarray(a, dtype=np.int64)
+    v = a.view(np.dtype((np.void, a.dtype.itemsize * a.shape[1]))).reshape(-1)
+    _, idx, inv = np.unique(v, return_index=True, return_inverse=True)
+    return a[idx], inv.reshape(-1)
 
 
 @pytest.mark.parametrize("pattern", PATTERNS)
@@ -59,10 +68,6 @@ def test_difference_with_literal_set_dfa_equals_difference_literals():
 
 def _depth_classes_reference(dfa, depth):
     """Moore refinement with numpy rows, ``depth`` rounds: the plain definition."""
-    import numpy as np
-
-    from structgen.grammar.fsa import unique_rows
-
     n = dfa.n_states
     part = dfa.accept.astype(np.int64)
     k = len(np.unique(part))

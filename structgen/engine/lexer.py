@@ -258,8 +258,7 @@ class LexerCache:
         """The lexer for a sorted tuple of allowed terminal ids."""
         lx = self._by_set.get(allowed)
         if lx is None:
-            ids = tuple(sorted(allowed))
-            lx = Lexer(len(self.lexers), ids, [self.term_dfas[t] for t in ids])
+            lx = Lexer(len(self.lexers), allowed, [self.term_dfas[t] for t in allowed])
             self.lexers.append(lx)
             self._by_set[allowed] = lx
         return lx

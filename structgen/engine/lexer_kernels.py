@@ -12,7 +12,7 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-from ..grammar.fsa_kernels import _grow1, _grow2, _hash, _probe, _rehash, plain_loop_states
+from ..grammar.fsa_kernels import _grow1, _grow2, _hash, _probe, _rehash_from, plain_loop_states
 
 __all__ = ["build_core", "explore_product", "warm_up_lexer_kernels"]
 
@@ -83,7 +83,7 @@ def explore_product(table, row_off, starts, max_states):
         if 2 * (n + C) > tsize:
             while 2 * (n + C) > tsize:
                 tsize *= 2
-            slots = _rehash(hashes, n, tsize)
+            slots = _rehash_from(hashes, 0, n, tsize)
     return n, ptr[:n + 1], ent_j[:ptr[n]], ent_s[:ptr[n]], trans[:n], single_j[:n], single_s[:n]
 
 

@@ -50,10 +50,14 @@ class _SymNFA:
         self.e_dst: list[int] = []
 
     def new(self) -> int:
-        if self.n >= self.limit:
+        return self.reserve(1)
+
+    def reserve(self, k: int) -> int:
+        """``k`` new states; the first one's id."""
+        if self.n + k > self.limit:
             raise GrammarError(f"rule automaton too large (over {MAX_RULE_NFA_STATES} states); reduce repetition bounds")
-        self.n += 1
-        return self.n - 1
+        self.n += k
+        return self.n - k
 
     def eps(self, a: int, b: int) -> None:
         self.eps_src.append(a)
@@ -69,22 +73,7 @@ def _build(nfa: _SymNFA, e: Expr, a: int, b: int, codes: dict[str, int]) -> None
         nfa.e_sym.append(_code(codes, e.name))
         nfa.e_dst.append(b)
     elif t is Seq:
-        items = e.items
-        if not items:
-            nfa.eps(a, b)
-            return
-        cur = a
-        last = len(items) - 1
-        e_src, e_sym, e_dst = nfa.e_src, nfa.e_sym, nfa.e_dst
-        for i, it in enumerate(items):
-            nxt = b if i == last else nfa.new()
-            if type(it) is Sym:
-                e_src.append(cur)
-                e_sym.append(_code(codes, it.name))
-                e_dst.append(nxt)
-            else:
-                _build(nfa, it, cur, nxt, codes)
-            cur = nxt
+        _build_seq(nfa, e.items, a, b, codes)
     elif t is Alt:
         for it in e.items:
             _build(nfa, it, a, b, codes)
@@ -109,27 +98,16 @@ def _build(nfa: _SymNFA, e: Expr, a: int, b: int, codes: dict[str, int]) -> None
                 cur = nxt
             nfa.eps(cur, b)
     elif t is Graph:
-        base = nfa.n
-        if base + e.n_states > nfa.limit:
-            raise GrammarError(f"rule automaton too large (over {MAX_RULE_NFA_STATES} states); reduce repetition bounds")
-        nfa.n = base + e.n_states
+        base = nfa.reserve(e.n_states)
         nfa.eps(a, base + e.start)
-        e_src, e_sym, e_dst = nfa.e_src, nfa.e_sym, nfa.e_dst
         for src, sub, dst in e.edges:
             ts = type(sub)
-            if ts is Sym:  # most edges are a symbol or ", symbol": inline, not a recursive call
-                e_src.append(base + src)
-                e_sym.append(_code(codes, sub.name))
-                e_dst.append(base + dst)
-            elif ts is Seq and sub.items and all(type(it) is Sym for it in sub.items):
-                cur = base + src
-                last = len(sub.items) - 1
-                for i, it in enumerate(sub.items):
-                    nxt = base + dst if i == last else nfa.new()
-                    e_src.append(cur)
-                    e_sym.append(_code(codes, it.name))
-                    e_dst.append(nxt)
-                    cur = nxt
+            if ts is Sym:  # most edges are a symbol or a run of them: laid down here, not by a recursive call
+                nfa.e_src.append(base + src)
+                nfa.e_sym.append(_code(codes, sub.name))
+                nfa.e_dst.append(base + dst)
+            elif ts is Seq:
+                _build_seq(nfa, sub.items, base + src, base + dst, codes)
             elif sub is None:
                 nfa.eps(base + src, base + dst)
             else:
@@ -138,6 +116,25 @@ def _build(nfa: _SymNFA, e: Expr, a: int, b: int, codes: dict[str, int]) -> None
             nfa.eps(base + f, b)
     else:  # pragma: no cover
         raise TypeError(e)
+
+
+def _build_seq(nfa: _SymNFA, items, a: int, b: int, codes: dict[str, int]) -> None:
+    """A sequence between ``a`` and ``b``: symbol items as edges inline, others built recursively."""
+    if not items:
+        nfa.eps(a, b)
+        return
+    cur = a
+    last = len(items) - 1
+    e_src, e_sym, e_dst = nfa.e_src, nfa.e_sym, nfa.e_dst
+    for i, it in enumerate(items):
+        nxt = b if i == last else nfa.new()
+        if type(it) is Sym:
+            e_src.append(cur)
+            e_sym.append(_code(codes, it.name))
+            e_dst.append(nxt)
+        else:
+            _build(nfa, it, cur, nxt, codes)
+        cur = nxt
 
 
 def _code(codes: dict[str, int], name: str) -> int:

@@ -26,10 +26,8 @@ PLAIN_BYTES[[0x22, 0x5C]] = False
 
 def plain_loops(trans: np.ndarray, classmap: np.ndarray) -> np.ndarray:
     """uint8 per state: 1 where every PLAIN_BYTES byte leads back to the same state."""
-    return plain_loop_states(np.ascontiguousarray(trans, dtype=np.int32), np.ascontiguousarray(classmap, dtype=np.int32),
-                        PLAIN_BYTES)
-
-
+    return plain_loop_states(np.ascontiguousarray(trans, dtype=np.int32),
+                             np.ascontiguousarray(classmap, dtype=np.int32), PLAIN_BYTES)
 
 
 class TokenTrie:

@@ -17,8 +17,8 @@ import numpy as np
 
 from ..errors import GrammarError
 from .fsa_kernels import backward_depth as _backward_depth, column_classes as _column_classes, \
-    counted_chain as _counted_chain,     renumber_rows as _renumber_rows, depth_canonical as _depth_canonical, \
-    hopcroft_blocks as _hopcroft_blocks, live_reachable as _live_reachable, pair_product as _pair_product, \
+    counted_chain as _counted_chain, depth_canonical as _depth_canonical, hopcroft_blocks as _hopcroft_blocks, \
+    live_reachable as _live_reachable, pair_product as _pair_product, renumber_rows as _renumber_rows, \
     subset_construction as _subset_construction
 
 #: Hard caps that keep compiles bounded; exceeding one raises GrammarError.
@@ -207,16 +207,6 @@ class DFA:
 
     def min_length(self) -> int:
         return int(self.dist_to_accept()[self.start])
-
-
-def unique_rows(a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(unique rows, inverse index) of a 2-D integer array, robust to numpy versions."""
-    a = np.ascontiguousarray(a, dtype=np.int64)
-    if a.shape[1] == 0:
-        return a[:1], np.zeros(a.shape[0], dtype=np.int64)
-    v = a.view(np.dtype((np.void, a.dtype.itemsize * a.shape[1]))).reshape(-1)
-    _, idx, inv = np.unique(v, return_index=True, return_inverse=True)
-    return a[idx], inv.reshape(-1)
 
 
 def _refine_classes(lo: np.ndarray, hi: np.ndarray) -> np.ndarray:

@@ -432,15 +432,31 @@ def _probe(slots, hashes, ptr, have_a, have_b, want_a, want_b, m, h):
 
 
 @numba.njit(cache=True, nogil=True)
-def _rehash(hashes, n, tsize):
-    """A fresh slot table of ``tsize`` for rows ``0..n`` (kept at most half full)."""
+def _rehash_from(hashes, lo, hi, tsize):
+    """A fresh slot table of ``tsize`` for rows ``lo..hi`` (one rule's subsets, or all rows)."""
     slots = np.full(tsize, -1, dtype=np.int64)
-    for r in range(n):
+    for r in range(lo, hi):
         s2 = np.int64(hashes[r] & np.uint64(tsize - 1))
         while slots[s2] >= 0:
             s2 = (s2 + 1) & (tsize - 1)
         slots[s2] = r
     return slots
+
+
+
+def warm_up_fsa_kernels() -> None:
+    """Load (or compile, once per installation) the kernels ahead of the first schema."""
+    t = np.full((1, 1), -1, dtype=np.int32)
+    a = np.ones(1, dtype=np.bool_)
+    live_reachable(t, a, 0)
+    renumber_rows(t, np.zeros(1, dtype=np.int64), np.zeros(1, dtype=np.int32))
+    column_classes(t)
+    counted_chain(np.array([[1], [-1]], dtype=np.int32), np.array([False, True]), 0, 2, 1, False)
+    depth_canonical(t, a, 1)
+    hopcroft_blocks(t, a)
+    one, none = np.zeros(1, dtype=np.int32), np.zeros(0, dtype=np.int32)
+    subset_construction(2, none, none, one, one, one + 1, 1, one, one + 1, 10, 10, np.zeros(2, dtype=np.bool_))
+    pair_product(t, t, a, a, 0, 0, 0, 4)
 
 
 @numba.njit(cache=True, nogil=True)
@@ -648,34 +664,6 @@ def _subset_run(r, base, i, tq0, n_touched, n_sets, n_out, work, stamp, starts, 
         tq0 = -1
         i += 1
     return 0, i, tq0, n_touched, n_sets, n_out, work, stamp, 0
-
-
-@numba.njit(cache=True, nogil=True)
-def _rehash_from(hashes, lo, hi, tsize):
-    """A slot table for rows ``lo..hi`` (one rule's subsets)."""
-    slots = np.full(tsize, -1, dtype=np.int64)
-    for r in range(lo, hi):
-        s2 = np.int64(hashes[r] & np.uint64(tsize - 1))
-        while slots[s2] >= 0:
-            s2 = (s2 + 1) & (tsize - 1)
-        slots[s2] = r
-    return slots
-
-
-
-def warm_up_fsa_kernels() -> None:
-    """Load (or compile, once per installation) the kernels ahead of the first schema."""
-    t = np.full((1, 1), -1, dtype=np.int32)
-    a = np.ones(1, dtype=np.bool_)
-    live_reachable(t, a, 0)
-    renumber_rows(t, np.zeros(1, dtype=np.int64), np.zeros(1, dtype=np.int32))
-    column_classes(t)
-    counted_chain(np.array([[1], [-1]], dtype=np.int32), np.array([False, True]), 0, 2, 1, False)
-    depth_canonical(t, a, 1)
-    hopcroft_blocks(t, a)
-    one, none = np.zeros(1, dtype=np.int32), np.zeros(0, dtype=np.int32)
-    subset_construction(2, none, none, one, one, one + 1, 1, one, one + 1, 10, 10, np.zeros(2, dtype=np.bool_))
-    pair_product(t, t, a, a, 0, 0, 0, 4)
 
 
 @numba.njit(cache=True, nogil=True)

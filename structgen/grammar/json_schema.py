@@ -1081,15 +1081,15 @@ class _Compiler:
             raise UnsupportedFeature(f"maxItems/minItems of {J} is too large to enforce exactly",
                                      pointer=nodes[0].ptr, keyword="maxItems")
         item_exprs: list[Expr | None] = []
-        beyond_prefix: list = []  # every index past the prefixes has the same item schemas: one value
+        beyond_prefix: Expr | None = None  # every index past the prefixes has the same item schemas
         for i in range(J + (1 if hi is None else 0)):
             idx = i if i < J else J
             if idx < P:
                 item_exprs.append(self.value(item_nodes(idx)))
                 continue
-            if not beyond_prefix:
-                beyond_prefix.append(self.value(item_nodes(idx)))
-            item_exprs.append(beyond_prefix[0])
+            if idx == P:
+                beyond_prefix = self.value(item_nodes(idx))
+            item_exprs.append(beyond_prefix)
         edges = []
         for j in range(J):
             e = item_exprs[j]

@@ -13,8 +13,8 @@ import functools
 
 import numpy as np
 
-from ..errors import UnsupportedFeature
-from .fsa import DFA, MAX_DFA_STATES, compact_classes, counted_repeat, intersect, literal_set_dfa, trim
+from ..errors import GrammarError, UnsupportedFeature
+from .fsa import DFA, compact_classes, counted_repeat, intersect, literal_set_dfa, trim
 from .regex import compile_regex
 
 #: Beyond this many counted characters a length bound is refused (the DFA would be too large).
@@ -45,11 +45,11 @@ def length_content(lo: int, hi: int | None) -> DFA:
         raise UnsupportedFeature(
             f"string length bound {bound} exceeds {MAX_COUNTED_LENGTH}, the largest enforced exactly", keyword="maxLength"
         )
-    c = json_char()
-    copies = bound + 1 if hi is not None else lo + 1
-    if copies * (c.n_states - 1) > MAX_DFA_STATES:
-        raise UnsupportedFeature(f"string length bound {bound} needs too many automaton states", keyword="maxLength")
-    return counted_repeat(c, lo, hi)
+    try:
+        return counted_repeat(json_char(), lo, hi)
+    except GrammarError:
+        raise UnsupportedFeature(f"string length bound {bound} needs too many automaton states",
+                                 keyword="maxLength") from None
 
 
 def quoted(content: DFA, *, closing: bool = True) -> DFA:

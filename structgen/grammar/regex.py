@@ -34,7 +34,10 @@ _CATS = {
 }
 
 
+@functools.lru_cache(maxsize=1024)
 def parse(pattern: str, flags: int = 0):
+    """Python's parse tree of ``pattern`` (cached and only read: the counted-class fast path and
+    the NFA builder both look at it)."""
     try:
         return sre_parse.parse(pattern, flags)
     except re.error as e:
@@ -197,7 +200,6 @@ def build_nfa(pattern: str, *, encoder=cc.UTF8, search: bool = False, flags: int
     b = nfa.final if b is None else b
     gflags = tree.state.flags
     builder = _Builder(nfa, encoder, pattern)
-    any_char = _ANY if gflags & re.DOTALL else _ANY_NO_NL
     for alt in _top_alternatives(tree):
         start, body, end = _split_anchors(alt)
         cur = a
@@ -215,7 +217,6 @@ def build_nfa(pattern: str, *, encoder=cc.UTF8, search: bool = False, flags: int
                 # accepted from here (and any subset holding it has no other language)
                 nfa.universal.append(mid)
         nfa.add_eps(mid, b)
-    del any_char
     return nfa
 
 
