@@ -137,3 +137,126 @@ def test_class_patterns_are_recognised_exactly():
     assert class_counted(dfa("^[a-z]{2}[0-9]{3,40}$")) is None  # two classes
     assert class_counted(dfa("^[a-c]{3,30}x$")) is None  # a different last character
     assert class_counted(dfa("^[a-zé]{3,30}$")) is None  # a character beyond ASCII
+
+
+def test_text_loops_are_exactly_the_states_every_character_returns_to():
+    """plain_loop_states flags 2 only where every plain byte and every well-formed UTF-8
+    character lead back to the state (checked character by character)."""
+    from structgen.engine.trie import PLAIN_BYTES, plain_loops
+
+    chars = [chr(c) for c in (0xE9, 0x7FF, 0x800, 0xFFF, 0x1000, 0xD7FF, 0xE000, 0xFFFD, 0x10000, 0x3FFFF,
+                              0x40000, 0x10FFFF, 0x540D)]
+    cases = [string_dfa(), string_dfa(("^[^@]+@[^@]+$",)), string_dfa(("^[a-z ]*$",)),
+             string_dfa(("^[^é]*$",)), string_dfa(("^.*名.*$",)), string_dfa((), 3, None)]
+    seen = set()
+    for d in cases:
+        flags = plain_loops(d.trans, d.classmap)
+        for s in range(d.n_states):
+            plain = all(d.step(s, b) == s for b in range(256) if PLAIN_BYTES[b])
+            every_char = plain and all(_run(d, s, ch.encode()) == s for ch in chars)
+            assert flags[s] == (0 if not plain else 2 if every_char else 1) or (flags[s] == 1 and every_char), (d, s)
+            seen.add(int(flags[s]))
+    assert seen == {0, 1, 2}
+
+
+def _run(d, s, data: bytes) -> int:
+    for b in data:
+        s = d.step(s, b)
+        if s < 0:
+            return -1
+    return s
+
+
+def test_text_subtree_kinds_match_their_tokens(smol_compiler):
+    """node_plain_below: 1 where every byte below a node is plain, 2 where the bytes below form
+    well-formed text from a character boundary (the last character possibly cut)."""
+    from structgen.engine.trie import PLAIN_BYTES
+
+    trie = smol_compiler.trie
+    tb = trie.token_bytes
+    rng = np.random.default_rng(0)
+    kinds = trie.node_plain_below
+    assert (kinds == 2).any() and (kinds == 1).any()
+    # rebuild each node's path bytes from the preorder arrays
+    path = [b""] * trie.n_nodes
+    stack = [b""] * (trie.max_depth + 2)
+    for j in range(1, trie.n_nodes):
+        d = int(trie.node_depth[j])
+        stack[d] = stack[d - 1] + bytes([int(trie.node_byte[j])])
+        path[j] = stack[d]
+    for j in rng.choice(trie.n_nodes, 3000, replace=False).tolist():
+        below = [path[i][len(path[j]):] for i in range(j + 1, int(trie.node_end[j]))]
+        plain = all(PLAIN_BYTES[b] for x in below for b in x)
+        text = _boundary(path[j]) and all(_well_formed_prefix(x) for x in below)
+        assert kinds[j] == (1 if plain else 2 if text else 0), (j, path[j])
+    assert tb  # the trie came from a real vocabulary
+
+
+def _boundary(data: bytes) -> bool:
+    """After ``data`` a reader that resynchronises at ASCII bytes is at a character boundary."""
+    tail = data
+    for i in range(len(data) - 1, -1, -1):
+        if data[i] < 0x80:
+            tail = data[i + 1:]
+            break
+    return _well_formed_prefix(tail) and _complete(tail)
+
+
+def _complete(data: bytes) -> bool:
+    try:
+        data.decode("utf-8")
+        return True
+    except UnicodeDecodeError:
+        return False
+
+
+def _well_formed_prefix(data: bytes) -> bool:
+    """Plain ASCII and UTF-8 characters, the last possibly cut short."""
+    for cut in range(4):
+        if cut > len(data):
+            break
+        head = data[:len(data) - cut]
+        try:
+            head.decode("utf-8")
+        except UnicodeDecodeError:
+            continue
+        if any(b < 0x80 and not (0x20 <= b <= 0x7E and b not in b'"\\') for b in head):
+            return False
+        rest = data[len(data) - cut:]
+        if not rest:
+            return True
+        return any(_is_cut(rest + tail) for tail in (b"\x80", b"\x80\x80", b"\x80\x80\x80", b"\xa0\x80", b"\x90\x80\x80"))
+    return False
+
+
+def _is_cut(data: bytes) -> bool:
+    try:
+        data.decode("utf-8")
+        return True
+    except UnicodeDecodeError:
+        return False
+
+
+@pytest.mark.parametrize("schema", [
+    {"type": "string"},
+    {"type": "string", "pattern": "^[^@]+@[^@]+$"},
+    {"type": "string", "minLength": 40},
+    {"type": "object", "patternProperties": {"^x-": {"type": "integer"}}, "additionalProperties": {"type": "string"}},
+])
+def test_text_loop_masks_equal_brute_force(smol_compiler, schema):
+    """Masks inside free text -- walks that take whole subtrees of well-formed UTF-8 without a
+    visit -- equal brute force, at every byte offset (including inside multi-byte characters)."""
+    import json
+
+    from structgen.engine.walks import clear_caches
+
+    clear_caches()
+    value = "naïve 名前 x@y ü€𝄞 plain text, more text é, and after it: ü€𝄞 名前 é ok"
+    doc = {"x-a": 1, "名前": value} if schema.get("type") == "object" else value
+    data = json.dumps(doc, ensure_ascii=False).encode()
+    g = smol_compiler.compile_json_schema(schema, property_order="any")
+    m = Matcher(g)
+    for i in range(len(data) - 1):
+        if data[i] >= 0x80 or i % 8 == 0:  # every offset around multi-byte characters, some others
+            assert mask_set(m) == brute_force_mask(m), (i, data[:i])
+        assert m.accept_bytes(data[i:i + 1]), i

@@ -133,10 +133,9 @@ class CompiledGrammar:
         todo = [(cid, lx, walk)]
         while todo:
             cid, lx, walk = todo.pop()
-            core, kind_acc, acc_sets = lx.core, lx.kind_acc, lx.acc_sets
+            core, acc_sets = lx.core, lx.acc_sets
             for sig, gid, nodes in walk.groups():
-                kind = core.kind_of_signature(sig)
-                a = kind_acc[kind] if kind >= 0 else -1
+                a = core.kind_of_signature(sig) - 1  # kind k >= 1 is accept set k - 1 (see Lexer)
                 if a < 0:
                     continue
                 c2 = scan(cid, acc_sets[a])

@@ -23,7 +23,7 @@ import numpy as np
 
 from ..errors import GrammarError
 from ..grammar.fsa import DFA, _kernel_args
-from .lexer_kernels import build_core
+from .lexer_kernels import PACK_HEADER, build_core
 from .trie import PLAIN_BYTES
 from .walks import signature, signature_ids
 
@@ -39,6 +39,21 @@ def _kernel_parts(d: DFA) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         parts = (trans.reshape(-1), np.ascontiguousarray(d.classmap, dtype=np.int32), accept)
         d._kernel_parts = parts
     return parts
+
+
+def _packed(d: DFA) -> np.ndarray:
+    """A DFA as one int32 blob for :func:`build_core` (cached on the DFA): a new lexer
+    concatenates its terminals' blobs once instead of three arrays and a header table."""
+    blob = d.__dict__.get("_packed")
+    if blob is None:
+        trans, cm, acc = _kernel_parts(d)
+        blob = np.empty(PACK_HEADER + 256 + d.n_states + trans.shape[0], dtype=np.int32)
+        blob[:PACK_HEADER] = (d.n_states, d.n_classes, d.start)
+        blob[PACK_HEADER:PACK_HEADER + 256] = cm
+        blob[PACK_HEADER + 256:PACK_HEADER + 256 + d.n_states] = acc
+        blob[PACK_HEADER + 256 + d.n_states:] = trans
+        d._packed = blob
+    return blob
 
 
 def _start_never_reentered(d: DFA) -> bool:
@@ -59,7 +74,7 @@ class LexerCore:
             self.trans = np.full((1, 1), -1, dtype=np.int32)
             self.classmap = np.zeros(256, dtype=np.int32)
             self._n_prod = 1
-            self._ptr = np.zeros(2, dtype=np.int64)
+            self._ptr = np.zeros(2, dtype=np.int32)
             self._ent_j = self._ent_s = np.zeros(0, dtype=np.int32)
             self.blocks: list[tuple[int, int]] = []
             self.block_start: dict[int, int] = {}
@@ -69,28 +84,31 @@ class LexerCore:
         if k == 1 and _start_never_reentered(dfas[0]):
             self._view_of(dfas[0])
             return
-        parts = [_kernel_parts(d) for d in dfas]
-        if k == 1:
-            raw, cms, acc = parts[0]
-        else:
-            raw = np.concatenate([p[0] for p in parts])
-            cms = np.concatenate([p[1] for p in parts])
-            acc = np.concatenate([p[2] for p in parts])
-        meta = np.array([(d.n_states, d.n_classes, d.start) for d in dfas], dtype=np.int64)
-        (total, classmap, trans, acc_key, kind_ptr, kind_mem, n_kinds, n_prod, ptr, ent_j, ent_s,
-         block_off, plain_loop) = build_core(raw, cms, acc, meta, PLAIN_BYTES, MAX_LEXER_STATES)
+        packed = _packed(dfas[0]) if k == 1 else np.concatenate([_packed(d) for d in dfas])
+        total, n_cls, n_prod, n_kinds, n_kmem, n_ent, out, plain_loop = build_core(
+            packed, k, PLAIN_BYTES, MAX_LEXER_STATES)
         if total < 0:
             raise GrammarError(f"lexer too large (over {MAX_LEXER_STATES} states)")
+        # views into the kernel's one output array (layout in build_core)
+        o = 256 + total * n_cls
+        self.classmap = out[:256]
+        self.trans = out[256:o].reshape(total, n_cls)
+        self.acc_key = out[o:o + total]
+        o += total
+        self._ptr = out[o:o + n_prod + 1]
+        o += n_prod + 1
+        self._ent_j = out[o:o + n_ent]
+        self._ent_s = out[o + n_ent:o + 2 * n_ent]
+        o += 2 * n_ent
+        kp = out[o:o + n_kinds + 1].tolist()
+        o += n_kinds + 1
+        km = out[o:o + n_kmem].tolist()
+        o += n_kmem
         self._n_prod = n_prod
-        self._ptr, self._ent_j, self._ent_s = ptr, ent_j, ent_s
-        self.blocks = [(off, j) for j, off in enumerate(block_off.tolist()) if off >= 0]
+        self.blocks = [(off, j) for j, off in enumerate(out[o:o + k].tolist()) if off >= 0]
         self.block_start = {j: off for off, j in self.blocks}
         self._plain_loop = plain_loop  # what trie walks read (see walks._plain_loop)
-        self.trans = trans
-        self.classmap = classmap
         # accepting members per state (indices into dfas), as keys into acc_kinds
-        kp, km = kind_ptr.tolist(), kind_mem.tolist()
-        self.acc_key = acc_key
         self.acc_kinds = [tuple(km[kp[i]:kp[i + 1]]) for i in range(n_kinds)]
         self._finish()
 
@@ -100,7 +118,7 @@ class LexerCore:
         self.trans, self.classmap, acc = _kernel_parts(d)
         self.trans = self.trans.reshape(d.trans.shape)
         self._n_prod = 1
-        self._ptr = np.array([0, 1], dtype=np.int64)
+        self._ptr = np.array([0, 1], dtype=np.int32)
         self._ent_j = np.zeros(1, dtype=np.int32)
         self._ent_s = np.zeros(1, dtype=np.int32)
         self.blocks = [(0, 0)]
@@ -125,8 +143,7 @@ class LexerCore:
         # accept set of each state (kind k >= 1 is accept set k - 1, see Lexer), and where a lexeme
         # may end: every accepting state but the start (no zero-width lexemes)
         assert not self.acc_kinds[0], "kind 0 must be the empty member set"
-        self.kind_acc = list(range(-1, len(self.acc_kinds) - 1))
-        self.acc_id = self.acc_key.astype(np.int32) - 1
+        self.acc_id = self.acc_key - 1
         self.boundary = self.acc_id.copy()
         self.boundary[0] = -1
 
@@ -227,7 +244,6 @@ class Lexer:
         # and the state -> accept-set tables are the core's own (shared by every grammar using it)
         self.acc_sets: list[tuple[int, ...]] = [tuple(sorted(term_ids[j] for j in members))
                                                 for members in core.acc_kinds[1:]]  # as Parser.scan takes them
-        self.kind_acc = core.kind_acc
         self.acc_id = core.acc_id
         self.boundary = core.boundary
         self._dfas = dfas

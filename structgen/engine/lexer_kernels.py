@@ -14,7 +14,7 @@ import numpy as np
 
 from ..grammar.fsa_kernels import _grow1, _grow2, _hash, _probe, _rehash_from, plain_loop_states
 
-__all__ = ["build_core", "explore_product", "warm_up_lexer_kernels"]
+__all__ = ["PACK_HEADER", "build_core", "explore_product", "warm_up_lexer_kernels"]
 
 
 
@@ -140,8 +140,8 @@ def _explore_from(table, row_off, i, n, ptr, ent_j, ent_s, hashes, trans, single
 
 def warm_up_lexer_kernels() -> None:
     """Load (or compile, once per installation) the kernels ahead of the first lexer."""
-    build_core(np.full(1, -1, dtype=np.int32), np.zeros(256, dtype=np.int32), np.zeros(1, dtype=np.bool_),
-               np.array([[1, 1, 0]], dtype=np.int64), np.zeros(256, dtype=np.bool_), 8)
+    packed = np.concatenate([[1, 1, 0], np.zeros(256 + 1, dtype=np.int32), [-1]]).astype(np.int32)
+    build_core(packed, 1, np.zeros(256, dtype=np.bool_), 8)
 
 
 @numba.njit(cache=True, nogil=True)
@@ -162,34 +162,45 @@ def _intern_members(mem, m, kind_ptr, kind_mem, n_kinds, slots, hashes):
     return r, n_kinds + 1
 
 
-@numba.njit(cache=True, nogil=True)
-def build_core(raw, cms_flat, acc, meta, plain, max_states):
-    """The whole combined-lexer table for DFAs given as flat arrays (see ``LexerCore``).
+#: Per-DFA blob header: states, classes, start; then the 256-entry classmap, the accepting
+#: flags and the flattened table (see ``LexerCore`` and :func:`build_core`).
+PACK_HEADER = 3
 
-    ``raw``/``cms_flat``/``acc`` concatenate each DFA's flattened table, 256-entry
-    classmap and accepting flags; ``meta[j] = (states, classes, start)``.  Merges
-    the byte classes, gathers each DFA's columns, explores the product
+
+@numba.njit(cache=True, nogil=True)
+def build_core(packed, k, plain, max_states):
+    """The whole combined-lexer table for ``k`` DFAs packed one after another in ``packed``
+    (int32 blobs: ``states, classes, start``, classmap[256], accepting[states], table).
+
+    Merges the byte classes, gathers each DFA's columns, explores the product
     (:func:`explore_product`), appends a copy of each DFA that ends up alone,
     labels every state with its accepting members (interned member lists) and
     flags the states that loop on every ``plain`` byte (what trie walks skip).
-    Returns ``(total, classmap, trans, acc_key, kind_ptr, kind_mem, n_kinds,
-    n_prod, ptr, ent_j, ent_s, block_off, plain_loop)``; ``total`` is -1 past
-    ``max_states``.  One call with small arguments: a new lexer costs one
-    dispatch, not a dozen numpy calls."""
-    k = meta.shape[0]
+
+    Returns ``(total, n_cls, n_prod, n_kinds, n_kmem, n_ent, out, plain_loop)``: ``total`` is -1
+    past ``max_states``; ``out`` (int32) holds, in order, the classmap[256], the table
+    [total, n_cls], the kind of each state [total], the product's entry pointers [n_prod + 1],
+    entry DFAs and sub-states [n_ent each], the member-list pointers [n_kinds + 1] and members
+    [n_kmem], and each DFA's block offset [k].  One array out instead of a dozen: numba boxes
+    every returned array (~1 µs each), and a new lexer is built in the middle of a mask."""
     n_st = np.empty(k, dtype=np.int64)
     widths = np.empty(k, dtype=np.int64)
     starts = np.empty(k, dtype=np.int32)
     st_off = np.zeros(k, dtype=np.int64)
-    raw_off = np.zeros(k, dtype=np.int64)
-    cms = cms_flat.reshape((k, 256))
+    cm_off = np.empty(k, dtype=np.int64)
+    acc_off = np.empty(k, dtype=np.int64)
+    raw_off = np.empty(k, dtype=np.int64)
+    pos = 0
     for j in range(k):
-        n_st[j] = meta[j, 0]
-        widths[j] = meta[j, 1]
-        starts[j] = meta[j, 2]
+        n_st[j] = packed[pos]
+        widths[j] = packed[pos + 1]
+        starts[j] = packed[pos + 2]
+        cm_off[j] = pos + PACK_HEADER
+        acc_off[j] = cm_off[j] + 256
+        raw_off[j] = acc_off[j] + n_st[j]
+        pos = raw_off[j] + n_st[j] * widths[j]
         if j + 1 < k:
             st_off[j + 1] = st_off[j] + n_st[j]
-            raw_off[j + 1] = raw_off[j] + n_st[j] * widths[j]
     # 1. merged byte classes: bytes with the same class in every DFA
     classmap = np.empty(256, dtype=np.int32)
     rep = np.empty(256, dtype=np.int64)
@@ -199,7 +210,7 @@ def build_core(raw, cms_flat, acc, meta, plain, max_states):
     col = np.empty(k, dtype=np.int32)
     for b in range(256):
         for j in range(k):
-            col[j] = cms[j, b]
+            col[j] = packed[cm_off[j] + b]
         h = _hash(col, col, k)
         slot = np.int64(h & np.uint64(511))
         found = -1
@@ -209,7 +220,7 @@ def build_core(raw, cms_flat, acc, meta, plain, max_states):
                 same = True
                 rb = rep[c]
                 for j in range(k):
-                    if cms[j, rb] != col[j]:
+                    if packed[cm_off[j] + rb] != col[j]:
                         same = False
                         break
                 if same:
@@ -233,13 +244,12 @@ def build_core(raw, cms_flat, acc, meta, plain, max_states):
         for s in range(n_st[j]):
             src = raw_off[j] + s * w
             for c in range(n_cls):
-                table[st_off[j] + s, c] = raw[src + cms[j, rep[c]]]
+                table[st_off[j] + s, c] = packed[src + packed[cm_off[j] + rep[c]]]
     # 3. the product while two or more DFAs are alive
     n_prod, ptr, ent_j, ent_s, prod_trans, single_j, single_s = explore_product(table, st_off, starts, max_states)
     block_off = np.full(k, -1, dtype=np.int64)
     if n_prod < 0:
-        return (-1, classmap, table[:0], np.zeros(0, dtype=np.int32), np.zeros(1, dtype=np.int64),
-                np.zeros(0, dtype=np.int32), 0, n_prod, ptr, ent_j, ent_s, block_off, np.zeros(0, dtype=np.uint8))
+        return -1, n_cls, n_prod, 0, 0, 0, classmap, np.zeros(0, dtype=np.uint8)
     for i in range(n_prod):
         for c in range(n_cls):
             if single_j[i, c] >= 0:
@@ -250,28 +260,15 @@ def build_core(raw, cms_flat, acc, meta, plain, max_states):
             block_off[j] = total
             total += n_st[j]
     if total > max_states:
-        return (-1, classmap, table[:0], np.zeros(0, dtype=np.int32), np.zeros(1, dtype=np.int64),
-                np.zeros(0, dtype=np.int32), 0, n_prod, ptr, ent_j, ent_s, block_off, np.zeros(0, dtype=np.uint8))
-    trans = np.empty((total, n_cls), dtype=np.int32)
-    for i in range(n_prod):
-        for c in range(n_cls):
-            sj = single_j[i, c]
-            trans[i, c] = block_off[sj] + single_s[i, c] if sj >= 0 else prod_trans[i, c]
-    for j in range(k):
-        off = block_off[j]
-        if off < 0:
-            continue
-        for s in range(n_st[j]):
-            for c in range(n_cls):
-                t = table[st_off[j] + s, c]
-                trans[off + s, c] = t + off if t >= 0 else -1
-    # 4. accepting members of every state, interned (kind 0: none)
+        return -1, n_cls, n_prod, 0, 0, 0, classmap, np.zeros(0, dtype=np.uint8)
+    n_ent = ptr[n_prod]
+    # 4. accepting members of every state, interned (kind 0: none); at most one new kind per
+    # product state and per block (plus "none"), of at most the state's live entries: sized once,
+    # so the labelling loop never reallocates (see explore_product)
     acc_key = np.zeros(total, dtype=np.int32)
-    # at most one new kind per product state and per block (plus "none"), of at most the state's
-    # live entries: sized once, so the labelling loop never reallocates (see explore_product)
     max_kinds = n_prod + k + 1
     kind_ptr = np.zeros(max_kinds + 1, dtype=np.int64)
-    kind_mem = np.empty(ptr[n_prod] + k, dtype=np.int32)
+    kind_mem = np.empty(n_ent + k, dtype=np.int32)
     hashes = np.empty(max_kinds, dtype=np.uint64)
     tsize = 64
     while tsize < 2 * max_kinds:
@@ -283,7 +280,7 @@ def build_core(raw, cms_flat, acc, meta, plain, max_states):
         m = 0
         for e in range(ptr[i], ptr[i + 1]):
             j = ent_j[e]
-            if acc[st_off[j] + ent_s[e]]:
+            if packed[acc_off[j] + ent_s[e]]:
                 mem[m] = j
                 m += 1
         if m:
@@ -296,9 +293,44 @@ def build_core(raw, cms_flat, acc, meta, plain, max_states):
         mem[0] = j
         kid, n_kinds = _intern_members(mem, 1, kind_ptr, kind_mem, n_kinds, slots, hashes)
         for s in range(n_st[j]):
-            if acc[st_off[j] + s]:
+            if packed[acc_off[j] + s]:
                 acc_key[off + s] = kid
-    # 5. states that loop on every plain byte
+    n_kmem = kind_ptr[n_kinds]
+    # 5. everything into one array
+    out = np.empty(256 + total * n_cls + total + (n_prod + 1) + 2 * n_ent + (n_kinds + 1) + n_kmem + k,
+                   dtype=np.int32)
+    out[:256] = classmap
+    o = 256
+    for i in range(n_prod):
+        for c in range(n_cls):
+            sj = single_j[i, c]
+            out[o + i * n_cls + c] = block_off[sj] + single_s[i, c] if sj >= 0 else prod_trans[i, c]
+    for j in range(k):
+        off = block_off[j]
+        if off < 0:
+            continue
+        for s in range(n_st[j]):
+            for c in range(n_cls):
+                t = table[st_off[j] + s, c]
+                out[o + (off + s) * n_cls + c] = t + off if t >= 0 else -1
+    trans = out[o:o + total * n_cls].reshape((total, n_cls))
+    o += total * n_cls
+    out[o:o + total] = acc_key
+    o += total
+    for i in range(n_prod + 1):
+        out[o + i] = ptr[i]
+    o += n_prod + 1
+    out[o:o + n_ent] = ent_j[:n_ent]
+    o += n_ent
+    out[o:o + n_ent] = ent_s[:n_ent]
+    o += n_ent
+    for i in range(n_kinds + 1):
+        out[o + i] = kind_ptr[i]
+    o += n_kinds + 1
+    out[o:o + n_kmem] = kind_mem[:n_kmem]
+    o += n_kmem
+    for j in range(k):
+        out[o + j] = block_off[j]
+    # 6. states that loop on every plain byte
     plain_loop = plain_loop_states(trans, classmap, plain)
-    return (total, classmap, trans, acc_key, kind_ptr[:n_kinds + 1], kind_mem[:kind_ptr[n_kinds]], n_kinds, n_prod,
-            ptr, ent_j, ent_s, block_off, plain_loop)
+    return total, n_cls, n_prod, n_kinds, n_kmem, n_ent, out, plain_loop

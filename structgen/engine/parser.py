@@ -82,6 +82,11 @@ class Parser:
         return res
 
     def _close_all(self, stacks) -> tuple[tuple, bool]:
+        if len(stacks) == 1:  # the usual case: one closure, already sorted
+            res = self._closure_of(stacks[0])
+            if len(res[0]) > MAX_STACKS:
+                self._too_ambiguous()
+            return res
         out: set = set()
         can_end = False
         for st in stacks:
@@ -89,10 +94,14 @@ class Parser:
             out.update(s)
             can_end |= e
             if len(out) > MAX_STACKS:
-                raise GrammarError(
-                    f"the grammar is too ambiguous here (over {MAX_STACKS} parse stacks); simplify anyOf/oneOf overlaps"
-                )
+                self._too_ambiguous()
         return tuple(sorted(out)), can_end
+
+    @staticmethod
+    def _too_ambiguous():
+        raise GrammarError(
+            f"the grammar is too ambiguous here (over {MAX_STACKS} parse stacks); simplify anyOf/oneOf overlaps"
+        )
 
     def _intern(self, stacks: tuple, can_end: bool, after_ignore: bool) -> int:
         key = (stacks, can_end, after_ignore)

@@ -54,14 +54,11 @@ class TokenTrie:
         self.node_bit = np.where(counts > 0, np.left_shift(np.uint32(1), (first & 31).astype(np.uint32)),
                                  np.uint32(0)).astype(np.uint32)
         self.node_multi = (counts > 1).astype(np.uint8)
-        # every byte below the node is PLAIN_BYTES: from a state that loops on those bytes, the whole
-        # subtree's tokens are allowed without visiting it (most of a JSON string's walk)
-        not_plain = ~PLAIN_BYTES[node_byte]
-        if len(not_plain):
-            not_plain[0] = False
-        before = np.concatenate([[0], np.cumsum(not_plain, dtype=np.int64)])
-        idx = np.arange(len(node_byte))
-        self.node_plain_below = (before[node_end] - before[np.minimum(idx + 1, len(node_byte))] == 0).astype(np.uint8)
+        # what lies below each node, for walks from states that loop on it (whole subtrees are
+        # taken without a visit: most of a JSON string's walk): 1 -- only PLAIN_BYTES; 2 -- only
+        # well-formed text (plain bytes and complete UTF-8 characters, the last possibly cut)
+        # starting at a character boundary; 0 -- anything else
+        self.node_plain_below = _below_kinds(node_byte, node_depth, node_end, PLAIN_BYTES)
         # the root's children (one per first byte) and, per node, the index of its first-byte ancestor
         first = node_depth == 1
         self.root_children = np.nonzero(first)[0].astype(np.int32)
@@ -178,6 +175,73 @@ def _subtree_ends(depth):
     return end
 
 
+@numba.njit(cache=True, nogil=True)
+def _utf8_step(phase, b):
+    """(next phase, well-formed) of a UTF-8 reader: phase 0 is a character boundary; 1-3 need
+    that many continuation bytes; 4-7 need a restricted second byte (E0, ED, F0, F4 leads);
+    8 follows an ill-formed byte and stays there until an ASCII byte."""
+    if b < 0x80:
+        return 0, phase == 0 or phase == 8
+    if phase == 0 or phase == 8:
+        if 0xC2 <= b <= 0xDF:
+            return 1, True
+        if b == 0xE0:
+            return 4, True
+        if 0xE1 <= b <= 0xEC or 0xEE <= b <= 0xEF:
+            return 2, True
+        if b == 0xED:
+            return 5, True
+        if b == 0xF0:
+            return 6, True
+        if 0xF1 <= b <= 0xF3:
+            return 3, True
+        if b == 0xF4:
+            return 7, True
+        return 8, False
+    if 1 <= phase <= 3:
+        if 0x80 <= b <= 0xBF:
+            return phase - 1, True
+        return 8, False
+    if phase == 4:
+        return (1, True) if 0xA0 <= b <= 0xBF else (8, False)
+    if phase == 5:
+        return (1, True) if 0x80 <= b <= 0x9F else (8, False)
+    if phase == 6:
+        return (2, True) if 0x90 <= b <= 0xBF else (8, False)
+    return (2, True) if 0x80 <= b <= 0x8F else (8, False)
+
+
+@numba.njit(cache=True, nogil=True)
+def _below_kinds(node_byte, node_depth, node_end, plain):
+    """Per node, what its subtree below holds (see ``TokenTrie.node_plain_below``)."""
+    n = len(node_byte)
+    out = np.zeros(n, dtype=np.uint8)
+    if n == 0:
+        return out
+    # phase of each node from the root, and prefix counts of non-plain bytes and of bytes that
+    # are not well-formed text (an ASCII byte other than the plain ones counts as ill-formed)
+    phase_at = np.zeros(int(node_depth.max()) + 2, dtype=np.int64)
+    phase = np.zeros(n, dtype=np.int64)
+    not_plain = np.zeros(n + 1, dtype=np.int64)
+    not_text = np.zeros(n + 1, dtype=np.int64)
+    for j in range(1, n):
+        b = np.int64(node_byte[j])
+        ph, ok = _utf8_step(phase_at[node_depth[j] - 1], b)
+        if b < 0x80 and not plain[b]:
+            ok = False
+        phase[j] = ph
+        phase_at[node_depth[j]] = ph
+        not_plain[j + 1] = not_plain[j] + (0 if plain[b] else 1)
+        not_text[j + 1] = not_text[j] + (0 if ok else 1)
+    for j in range(n):
+        e = node_end[j]
+        if not_plain[e] - not_plain[j + 1] == 0:
+            out[j] = 1
+        elif phase[j] == 0 and not_text[e] - not_text[j + 1] == 0:
+            out[j] = 2
+    return out
+
+
 @numba.njit(cache=True, nogil=True, inline="always")
 def _walk_subtree(r, state, node_byte, node_depth, node_end, node_word, node_bit, node_multi, node_plain_below,
                   tok_ptr, tok_ids, flat, n_cls, classmap, boundary, plain_loop, mask, ev_nodes, ev_states, n_ev,
@@ -205,7 +269,8 @@ def _walk_subtree(r, state, node_byte, node_depth, node_end, node_word, node_bit
             for p in range(tok_ptr[j] + 1, tok_ptr[j + 1]):
                 t = tok_ids[p]
                 mask[t >> 5] |= np.uint32(1) << np.uint32(t & 31)
-        if plain_loop[ns] and node_plain_below[j]:
+        nb = node_plain_below[j]
+        if nb and plain_loop[ns] >= nb:
             e = np.int64(node_end[j])
             for p in range(tok_ptr[j + 1], tok_ptr[e]):
                 t = tok_ids[p]
@@ -333,7 +398,8 @@ def anchored_walk(node_byte, node_depth, node_end, node_word, node_bit, node_mul
             continue
         state_at[d] = ns
         _set_node(j, node_word, node_bit, node_multi, tok_ptr, tok_ids, mask)
-        if plain_loop[ns] and node_plain_below[j]:
+        nb = node_plain_below[j]
+        if nb and plain_loop[ns] >= nb:
             e = np.int64(node_end[j])
             for p in range(tok_ptr[j + 1], tok_ptr[e]):
                 t = tok_ids[p]

@@ -90,16 +90,69 @@ def live_reachable(trans, accept, start):
     return keep
 
 
+#: Every well-formed multi-byte UTF-8 character as byte ranges (RFC 3629; -1: unused position).
+UTF8_FORMS = np.array([
+    [[0xC2, 0xDF], [0x80, 0xBF], [-1, -1], [-1, -1]],
+    [[0xE0, 0xE0], [0xA0, 0xBF], [0x80, 0xBF], [-1, -1]],
+    [[0xE1, 0xEC], [0x80, 0xBF], [0x80, 0xBF], [-1, -1]],
+    [[0xED, 0xED], [0x80, 0x9F], [0x80, 0xBF], [-1, -1]],
+    [[0xEE, 0xEF], [0x80, 0xBF], [0x80, 0xBF], [-1, -1]],
+    [[0xF0, 0xF0], [0x90, 0xBF], [0x80, 0xBF], [0x80, 0xBF]],
+    [[0xF1, 0xF3], [0x80, 0xBF], [0x80, 0xBF], [0x80, 0xBF]],
+    [[0xF4, 0xF4], [0x80, 0x8F], [0x80, 0xBF], [0x80, 0xBF]],
+], dtype=np.int64)
+
+
+@numba.njit(cache=True, nogil=True)
+def _utf8_loops(trans, classmap, s, cur, nxt):
+    """Every multi-byte character read from state ``s`` keeps the automaton alive and brings
+    it back to ``s`` (checked by the set of states each byte position can reach)."""
+    for f in range(UTF8_FORMS.shape[0]):
+        cur[0] = s
+        n_cur = 1
+        for p in range(4):
+            lo = UTF8_FORMS[f, p, 0]
+            if lo < 0:
+                break
+            hi = UTF8_FORMS[f, p, 1]
+            n_nxt = 0
+            for i in range(n_cur):
+                x = cur[i]
+                for b in range(lo, hi + 1):
+                    t = trans[x, classmap[b]]
+                    if t < 0:
+                        return False
+                    seen = False
+                    for q in range(n_nxt):
+                        if nxt[q] == t:
+                            seen = True
+                            break
+                    if not seen:
+                        if n_nxt == len(nxt):
+                            return False  # more intermediate states than any UTF-8 decoder needs
+                        nxt[n_nxt] = t
+                        n_nxt += 1
+            for q in range(n_nxt):
+                cur[q] = nxt[q]
+            n_cur = n_nxt
+        if n_cur != 1 or cur[0] != s:
+            return False
+    return True
+
+
 @numba.njit(cache=True, nogil=True)
 def plain_loop_states(trans, classmap, plain):
-    """uint8 per state: 1 where every byte flagged in ``plain`` leads back to the same state
-    (trie walks skip such states' plain-byte subtrees)."""
+    """uint8 per state: 1 where every byte flagged in ``plain`` leads back to the same state,
+    2 where moreover every well-formed multi-byte UTF-8 character does (free text: a trie
+    walk takes whole subtrees of such text unvisited, see ``TokenTrie``)."""
     n, c = trans.shape
     plain_cls = np.zeros(c, dtype=np.bool_)
     for b in range(256):
         if plain[b]:
             plain_cls[classmap[b]] = True
     out = np.zeros(n, dtype=np.uint8)
+    cur = np.empty(8, dtype=np.int64)
+    nxt = np.empty(8, dtype=np.int64)
     for i in range(n):
         loops = True
         for k in range(c):
@@ -107,7 +160,7 @@ def plain_loop_states(trans, classmap, plain):
                 loops = False
                 break
         if loops:
-            out[i] = 1
+            out[i] = 2 if _utf8_loops(trans, classmap, i, cur, nxt) else 1
     return out
 
 
