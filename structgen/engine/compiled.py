@@ -69,7 +69,7 @@ class CompiledGrammar:
             a = int(lx.boundary[ls])
             if a < 0:
                 return None
-            cid = parser.scan(cid, lx.acc_sets[a])
+            cid = parser.scan(cid, lx.acc_set(a))
             if cid < 0:
                 return None
             lx = self.lexer_for(cid)
@@ -85,7 +85,7 @@ class CompiledGrammar:
         a = int(lx.acc_id[ls])
         if a < 0:
             return False
-        c2 = self.parser.scan(cid, lx.acc_sets[a])
+        c2 = self.parser.scan(cid, lx.acc_set(a))
         return c2 >= 0 and self.parser.can_end[c2]
 
     def min_completion(self, cid: int, lx: Lexer, ls: int) -> float:
@@ -133,12 +133,12 @@ class CompiledGrammar:
         todo = [(cid, lx, walk)]
         while todo:
             cid, lx, walk = todo.pop()
-            core, acc_sets = lx.core, lx.acc_sets
+            core, acc_set = lx.core, lx.acc_set
             for sig, gid, nodes in walk.groups():
                 a = core.kind_of_signature(sig) - 1  # kind k >= 1 is accept set k - 1 (see Lexer)
                 if a < 0:
                     continue
-                c2 = scan(cid, acc_sets[a])
+                c2 = scan(cid, acc_set(a))
                 if c2 < 0:
                     continue
                 lx2 = lexer_for(c2)

@@ -166,22 +166,31 @@ class LexerCore:
         return hit
 
     def state_signatures(self, states: np.ndarray) -> np.ndarray:
-        """The :func:`~structgen.engine.walks.signature` of the automata accepting at each state."""
+        """The :func:`~structgen.engine.walks.signature` of the automata accepting at each state.
+
+        Signatures are made per kind on first need: a new core with hundreds of kinds is usually
+        asked about two or three of them."""
         sig = self.__dict__.get("_kind_sig")
         if sig is None:
-            sig = np.array([signature(tuple(sorted(id(self.dfas[j]) for j in members)))
-                            for members in self.acc_kinds], dtype=np.int64)
-            self._kind_sig = sig
-        return sig[self.acc_key[states]]
+            sig = self._kind_sig = np.full(len(self.acc_kinds), -1, dtype=np.int64)
+        out = sig[self.acc_key[states]]
+        if len(out) and out.min() < 0:
+            for kind in set(self.acc_key[states][out < 0].tolist()):
+                sig[kind] = signature(tuple(sorted(id(self.dfas[j]) for j in self.acc_kinds[kind])))
+            out = sig[self.acc_key[states]]
+        return out
 
     def kind_of_signature(self, code: int) -> int:
         """This core's accepting kind for a signature (-1 when none of its states has it)."""
         cache = self.__dict__.setdefault("_sig_kind", {})
         kind = cache.get(code)
         if kind is None:
+            by_members = self.__dict__.get("_kind_index")
+            if by_members is None:
+                by_members = self._kind_index = {m: k for k, m in enumerate(self.acc_kinds)}
             ids = set(signature_ids(code))
             members = tuple(j for j, d in enumerate(self.dfas) if id(d) in ids)
-            kind = cache[code] = self.acc_kinds.index(members) if members in self.acc_kinds else -1
+            kind = cache[code] = by_members.get(members, -1)
         return kind
 
     def block_of(self, state: int):
@@ -242,11 +251,19 @@ class Lexer:
         # kind k >= 1 (a set of accepting members; kind 0 is "none") is accept set k-1: members are
         # distinct DFAs and terminal ids are distinct, so kinds and accept sets correspond one to one,
         # and the state -> accept-set tables are the core's own (shared by every grammar using it)
-        self.acc_sets: list[tuple[int, ...]] = [tuple(sorted(term_ids[j] for j in members))
-                                                for members in core.acc_kinds[1:]]  # as Parser.scan takes them
+        # (terminal ids, sorted, as Parser.scan takes them), made on first use: a key lexer's core
+        # has a kind per key literal, and a mask needs two or three of them
+        self._acc_sets: list[tuple[int, ...] | None] = [None] * (len(core.acc_kinds) - 1)
         self.acc_id = core.acc_id
         self.boundary = core.boundary
         self._dfas = dfas
+
+    def acc_set(self, a: int) -> tuple[int, ...]:
+        """The terminal ids of accept set ``a`` (a state's ``acc_id`` / ``boundary``)."""
+        ts = self._acc_sets[a]
+        if ts is None:
+            ts = self._acc_sets[a] = tuple(sorted(self.term_ids[j] for j in self.core.acc_kinds[a + 1]))
+        return ts
 
     def step(self, state: int, byte: int) -> int:
         return self.core.flat_trans[state * self.n_classes + self.classmap_list[byte]]

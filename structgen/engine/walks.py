@@ -27,6 +27,7 @@ from collections import OrderedDict
 
 import numpy as np
 
+from .counted import boundary_counts, class_counted, counted_strings
 from .trie import TokenTrie, plain_loops
 
 INSIDE_CACHE_ENTRIES = 8192
@@ -270,8 +271,6 @@ class TrieWalker:
         characters, or of one single-byte class (``^[0-9a-f]{24}$``) -- from a counted walk."""
         if getattr(dfa, "chunk_chars", None) is not None:
             return self._chunk_walk(dfa, sub, None, 0)
-        from .counted import boundary_counts, class_counted, counted_strings
-
         bounds = getattr(dfa, "length_bounds", None)
         if bounds is not None:
             cs = counted_strings(self.trie)
@@ -317,8 +316,6 @@ class TrieWalker:
     def _chunk_walk(self, chunk, sub: int, tail, tail_sub: int) -> Walk | None:
         """Masks of a chunk of exactly ``chunk.chunk_chars`` characters (state ``sub``), with a
         length-bounded ``tail`` (state ``tail_sub``) alive beside it or not (``tail`` None)."""
-        from .counted import boundary_counts, counted_strings
-
         cs = counted_strings(self.trie)
         counts = boundary_counts(chunk, cs.base, cs.b_state, cs.closed_state)
         if counts is None or counts[sub] < 0:
