@@ -358,3 +358,51 @@ def test_wide_enums_compile_in_linear_time(comp):
     for text, ok in (('"value-19999"', True), ('"value-20000"', False), ('"value-7"', True)):
         m = Matcher(g)
         assert (m.accept_string(text) and m.is_accepting()) == ok, text
+
+
+@pytest.mark.parametrize("draft,integer_fraction", [
+    ("http://json-schema.org/draft-04/schema#", False),
+    ("http://json-schema.org/draft-07/schema#", True),
+    ("https://json-schema.org/draft/2020-12/schema", True),
+])
+def test_integers_follow_the_declared_draft(comp, draft, integer_fraction):
+    """Draft-04 counts 5.0 as a number, not an integer; from draft-06 on it is an integer: the
+    engine agrees with the draft's own validator either way (MaskBench labels by it)."""
+    schemas = [{"$schema": draft, "type": "object", "properties": {"id": {"type": "integer"}}},
+               {"$schema": draft, "type": "integer", "minimum": 3, "maximum": 70000},
+               {"$schema": draft, "type": "integer", "multipleOf": 5}]
+    for schema in schemas:
+        validator = jsonschema.validators.validator_for(schema)(schema)
+        for text in ['{"id": 12345.0}', '{"id": 12345}', "12345.0", "12345", "10.0", "10"]:
+            assert accepts_text(comp, schema, text) == validator.is_valid(json.loads(text)), (schema, text)
+    # the two readings really differ here
+    assert accepts_text(comp, schemas[0], '{"id": 12345.0}') is integer_fraction
+
+
+@pytest.mark.parametrize("draft", ["http://json-schema.org/draft-04/schema#", "http://json-schema.org/draft-06/schema#",
+                                   "http://json-schema.org/draft-07/schema#",
+                                   "https://json-schema.org/draft/2020-12/schema", None])
+def test_keywords_are_read_as_the_declared_draft_reads_them(comp, draft):
+    """Drafts 4-7: keywords beside "$ref" are ignored, and keywords of later drafts (const before
+    draft-06, if/then before draft-07, dependentRequired before 2019-09) mean nothing; the
+    engine accepts exactly what the draft's own validator accepts."""
+    defs = {"thing": {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}}
+    props = {
+        "ref": {"type": "string", "$ref": "#/definitions/thing"},
+        "c": {"const": 3},
+        "cond": {"type": "object", "if": {"required": ["a"]}, "then": {"required": ["b"]}},
+        "dep": {"type": "object", "dependentRequired": {"a": ["b"]}},
+    }
+    schema = {"type": "object", "definitions": defs, "properties": props}
+    if draft:
+        schema["$schema"] = draft
+    validator = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)(schema)
+    docs = [{"ref": {"n": 1}}, {"ref": "text"}, {"c": 3}, {"c": 4}, {"cond": {"a": 1}}, {"cond": {"a": 1, "b": 2}},
+            {"dep": {"a": 1}}, {"dep": {"a": 1, "b": 2}}]
+    verdicts = []
+    for doc in docs:
+        expected = validator.is_valid(doc)
+        verdicts.append(expected)
+        assert accepts(comp, schema, doc) == expected, (draft, doc)
+    if draft and "draft-04" in draft:  # the draft really changes the verdicts checked here
+        assert verdicts[:4] == [True, False, True, True] and verdicts[4] and verdicts[6]

@@ -92,6 +92,29 @@ def normalize_schema_input(schema: Any) -> Any:
         raise SchemaError(f"cannot turn {schema!r} into a JSON Schema: {e}") from None
 
 
+def _declared_draft(schema) -> int | None:
+    """The draft the root's ``$schema`` declares (4, 6, 7, 2019, 2020), None when it names none:
+    undeclared schemas get 2020-12 semantics with the older drafts' spellings accepted too."""
+    uri = schema.get("$schema") if isinstance(schema, dict) else None
+    if not isinstance(uri, str):
+        return None
+    for tag, draft in (("draft-03", 4), ("draft-04", 4), ("draft-06", 6), ("draft-07", 7), ("2019-09", 2019),
+                       ("2020-12", 2020)):
+        if tag in uri:
+            return draft
+    return None
+
+
+_SINCE_2019 = frozenset({"dependentRequired", "dependentSchemas", "unevaluatedProperties", "unevaluatedItems",
+                         "minContains", "maxContains", "prefixItems"})
+#: assertion keywords a declared draft does not know (its validator ignores them)
+_LATER_KEYWORDS = {
+    4: _SINCE_2019 | {"const", "contains", "propertyNames", "if", "then", "else"},
+    6: _SINCE_2019 | {"if", "then", "else"},
+    7: _SINCE_2019,
+}
+
+
 def _validator_for(schema):
     import jsonschema
     from jsonschema import validators
@@ -252,6 +275,14 @@ class _Compiler:
         self._rules: dict[tuple, str] = {}
         self._terms: dict[tuple, Sym] = {}
         self._validator = None
+        # draft-04 and older: an integer is written without a fraction (5.0 is a number, not an
+        # integer); from draft-06 on, any number with a zero fraction is an integer
+        draft = _declared_draft(root)
+        self.integer_fraction = draft is None or draft >= 6
+        # drafts 4-7: "$ref" replaces its schema object (siblings are ignored), and keywords
+        # of later drafts mean nothing -- as the declared draft's own validator reads it
+        self.ref_overrides = draft is not None and draft <= 7
+        self.unknown_keywords = _LATER_KEYWORDS.get(draft, frozenset())
         ws = self.opts.max_whitespace if self.opts.max_whitespace is not None else DEFAULT_MAX_WHITESPACE
         if opts.whitespace not in ("flexible", "compact"):
             raise SchemaError(f"whitespace must be 'flexible' or 'compact', not {opts.whitespace!r}")
@@ -343,8 +374,8 @@ class _Compiler:
                 seen_keys.add(n.key())
                 uniq.append(n)
         nodes = uniq
-        if len(nodes) == 1 and isinstance(nodes[0].schema, dict) and "$ref" in nodes[0].schema and all(
-                k in ANNOTATIONS or k == "$ref" for k in nodes[0].schema):
+        if len(nodes) == 1 and isinstance(nodes[0].schema, dict) and "$ref" in nodes[0].schema and (
+                self.ref_overrides or all(k in ANNOTATIONS or k == "$ref" for k in nodes[0].schema)):
             n = nodes[0]
             if not isinstance(n.schema["$ref"], str):
                 raise SchemaError("$ref must be a string", pointer=n.ptr + "/$ref")
@@ -415,6 +446,8 @@ class _Compiler:
                 if sub is None:
                     return None
                 out.extend(sub)
+                if self.ref_overrides:
+                    continue  # drafts 4-7: the keywords beside "$ref" are not evaluated
             if "allOf" in s:
                 all_of = s["allOf"]
                 if not isinstance(all_of, list) or not all_of:
@@ -423,9 +456,11 @@ class _Compiler:
                 if sub is None:
                     return None
                 out.extend(sub)
-            own_keys = [k for k in s if k not in ("$ref", "allOf") and k not in ANNOTATIONS]
+            unknown = self.unknown_keywords
+            own_keys = [k for k in s if k not in ("$ref", "allOf") and k not in ANNOTATIONS and k not in unknown]
             if own_keys:
-                d = self.derived(s, "own", lambda: {k: s[k] for k in own_keys}) if ("$ref" in s or "allOf" in s) else s
+                copy = "$ref" in s or "allOf" in s or (unknown and any(k in unknown for k in s))
+                d = self.derived(s, "own", lambda: {k: s[k] for k in own_keys}) if copy else s
                 logic = self.rewrite_logic(d, base, n.ptr)
                 if logic is not None:
                     sub = self.flatten([_Node(logic, base, n.ptr)], active)
@@ -905,12 +940,13 @@ class _Compiler:
                     raise SchemaError("multipleOf must be a positive number", pointer=f"{n.ptr}/multipleOf")
                 mults.append(m)
         try:
-            d = number_dfa(integer=integer, multiple_of=mults[0] if mults else None, **kw)
+            frac = self.integer_fraction
+            d = number_dfa(integer=integer, multiple_of=mults[0] if mults else None, allow_integer_fraction=frac, **kw)
             for m in mults[1:]:
-                d = intersect(d, number_dfa(integer=integer, multiple_of=m))
+                d = intersect(d, number_dfa(integer=integer, multiple_of=m, allow_integer_fraction=frac))
         except UnsupportedFeature as e:
             if self.opts.lenient:
-                d = number_dfa(integer=integer, **kw)
+                d = number_dfa(integer=integer, allow_integer_fraction=self.integer_fraction, **kw)
             else:
                 raise UnsupportedFeature(str(e).split(": ", 1)[-1], pointer=nodes[0].ptr, keyword="multipleOf") from None
         if non_integer:  # "not": {"type": "integer"}: numbers with a non-zero fraction (no exponent forms)

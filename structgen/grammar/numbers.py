@@ -219,7 +219,7 @@ def number_dfa(*, integer: bool, minimum=None, maximum=None, exclusive_minimum=N
         d = compile_regex(JSON_INTEGER + (r"(\.0)?" if allow_integer_fraction else "") if integer
                           else r"-?(0|[1-9][0-9]*)(\.[0-9]+)?")
     if multiple_of is not None:
-        d = intersect(d, _multiple_dfa(multiple_of, integer))
+        d = intersect(d, _multiple_dfa(multiple_of, integer, allow_integer_fraction))
     return d
 
 
@@ -239,7 +239,7 @@ def _concat_zero_fraction(d: DFA) -> DFA:
     return determinize(nfa)
 
 
-def _multiple_dfa(multiple_of, integer: bool) -> DFA:
+def _multiple_dfa(multiple_of, integer: bool, allow_integer_fraction: bool = True) -> DFA:
     m = Fraction(str(multiple_of)) if isinstance(multiple_of, float) else Fraction(multiple_of)
     if m <= 0:
         raise UnsupportedFeature(f"multipleOf must be positive, got {multiple_of}")
@@ -253,7 +253,7 @@ def _multiple_dfa(multiple_of, integer: bool) -> DFA:
     while (m * 10 ** e).denominator != 1:
         e += 1
     d = _decimal_mod_dfa(int(m * 10 ** e), e)
-    return intersect(d, compile_regex(JSON_INTEGER + r"(\.0)?")) if integer else d
+    return intersect(d, compile_regex(JSON_INTEGER + (r"(\.0)?" if allow_integer_fraction else ""))) if integer else d
 
 
 def _decimal_mod_dfa(M: int, e: int) -> DFA:
