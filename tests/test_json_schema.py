@@ -406,3 +406,20 @@ def test_keywords_are_read_as_the_declared_draft_reads_them(comp, draft):
         assert accepts(comp, schema, doc) == expected, (draft, doc)
     if draft and "draft-04" in draft:  # the draft really changes the verdicts checked here
         assert verdicts[:4] == [True, False, True, True] and verdicts[4] and verdicts[6]
+
+
+def test_combinatorial_anyof_nesting_is_refused_in_bounded_time(comp, monkeypatch):
+    """allOf of anyOfs distributes into every combination of branches (4**8 here): past the
+    budget the compile stops with an UnsupportedFeature naming the combinator, instead of
+    running for minutes."""
+    import structgen.grammar.json_schema as js
+
+    monkeypatch.setattr(js, "MAX_BRANCH_CONJUNCTIONS", 500)
+    types = ["string", "integer", "boolean", "null"]
+    schema = {"type": "object",
+              "allOf": [{"anyOf": [{"properties": {f"p{level}": {"type": t}}} for t in types]} for level in range(8)]}
+    t0 = time.perf_counter()
+    with pytest.raises(UnsupportedFeature) as err:
+        comp.compile_json_schema(schema)
+    assert err.value.pointer.startswith("#/allOf/") and err.value.keyword == "anyOf"
+    assert time.perf_counter() - t0 < 30

@@ -48,6 +48,9 @@ ANY_ORDER_TRACK_ALL = 4
 ANY_ORDER_MAX_TRACKED = 6
 MAX_PATTERN_PROPERTIES = 4
 MAX_COMBINATOR_DEPTH = 64
+#: anyOf/oneOf branches compiled per schema: nested combinators distribute over each other (each
+#: branch of one is compiled with each branch of the next), which grows exponentially
+MAX_BRANCH_CONJUNCTIONS = 20_000
 DEFAULT_MAX_WHITESPACE = 16
 
 ANNOTATIONS = {
@@ -272,6 +275,7 @@ class _Compiler:
         self._memo: dict[tuple, Expr | None] = {}
         self._in_progress: dict[tuple, str | None] = {}
         self._combinator_depth = 0
+        self._branch_work = 0  # anyOf/oneOf branches compiled so far (bounded: MAX_BRANCH_CONJUNCTIONS)
         self._rules: dict[tuple, str] = {}
         self._terms: dict[tuple, Sym] = {}
         self._validator = None
@@ -550,6 +554,12 @@ class _Compiler:
                             "in between (a recursive reference through anyOf/oneOf)", pointer=n.ptr, keyword=kw)
                     try:
                         for j, b in enumerate(branches):
+                            self._branch_work += 1
+                            if self._branch_work > MAX_BRANCH_CONJUNCTIONS:
+                                raise UnsupportedFeature(
+                                    f"{kw} branches combine into over {MAX_BRANCH_CONJUNCTIONS} conjunctions (nested "
+                                    "anyOf/oneOf distribute over each other): too many to enforce exactly",
+                                    pointer=n.ptr, keyword=kw)
                             e = self.value(others + [_Node(b, n.base, f"{n.ptr}/{kw}/{j}")])
                             if e is not None:
                                 alts.append(e)
