@@ -201,12 +201,21 @@ class DFA:
         cache = getattr(self, "_depth_cache", None)
         if cache is not None and cache[0] == depth:
             return cache[1]
-        canon = _depth_canonical(*_kernel_args(self), depth)
+        if self.n_states * self.n_classes * depth > DEPTH_CLASS_BUDGET:
+            # refinement would cost more than the walks it saves (a 20k-state "\S+@\S+" of 5-255
+            # characters: 0.5 s in one mask call): every state is its own class
+            canon = np.arange(self.n_states, dtype=np.int32)
+        else:
+            canon = _depth_canonical(*_kernel_args(self), depth)
         self._depth_cache = (depth, canon)
         return canon
 
     def min_length(self) -> int:
         return int(self.dist_to_accept()[self.start])
+
+
+#: Largest states x classes x depth refined into depth classes (about 50 ms of refinement here).
+DEPTH_CLASS_BUDGET = 16_000_000
 
 
 def _refine_classes(lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
