@@ -131,6 +131,21 @@ class GrammarCompiler:
         self._cache: OrderedDict[tuple, CompiledGrammar] = OrderedDict()
         self._cache_size = cache_size
         self._lock = threading.Lock()
+        self._warm_up_schema_path()
+
+    def _warm_up_schema_path(self) -> None:
+        """Compile and mask one small schema now, so the kernels only a schema compile or a
+        bounded string's first mask reach (rule trimming, counted-string lockstep) are loaded
+        -- or, on a fresh install, compiled -- here rather than inside a user's first request."""
+        from .engine.matcher import Matcher
+
+        g = self.compile_json_schema({"type": "object", "properties": {"a": {"type": "string", "maxLength": 20}}},
+                                     whitespace="compact")
+        m = Matcher(g)
+        m.accept_string('{"a":"x')
+        m.next_token_mask()
+        with self._lock:
+            self._cache.clear()
 
     def _cached(self, key: tuple, build) -> CompiledGrammar:
         with self._lock:

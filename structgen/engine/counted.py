@@ -299,8 +299,8 @@ def _lockstep(dfa: DFA, base: DFA, b_start: int, b_state: int, closed_state: int
     pair_a, pair_c, ok = _lockstep_counts(np.ascontiguousarray(dfa.trans, dtype=np.int32),
                                           dfa.classmap.astype(np.int64),
                                           np.ascontiguousarray(base.trans, dtype=np.int32),
-                                          base.classmap.astype(np.int64), reps, dfa.start, b_start,
-                                          b_state, closed_state, ord('"'))
+                                          base.classmap.astype(np.int64), reps, int(dfa.start), int(b_start),
+                                          int(b_state), int(closed_state), ord('"'))  # ints: one compiled signature
     return pair_a, pair_c, ok, reps
 
 
