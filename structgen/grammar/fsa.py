@@ -214,8 +214,8 @@ class DFA:
         return int(self.dist_to_accept()[self.start])
 
 
-#: Largest states x classes x depth refined into depth classes (about 12 ms of refinement here).
-DEPTH_CLASS_BUDGET = 4_000_000
+#: Largest states x classes x depth refined into depth classes (about 50 ms of refinement here).
+DEPTH_CLASS_BUDGET = 16_000_000
 
 
 def _refine_classes(lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
