@@ -162,6 +162,14 @@ def _intern_members(mem, m, kind_ptr, kind_mem, n_kinds, slots, hashes):
     return r, n_kinds + 1
 
 
+@numba.njit(cache=True, nogil=True, inline="always")
+def _put(out, o, src, n):
+    """``out[o:o + n] = src[:n]`` (any integer dtype into int32); returns ``o + n``."""
+    for i in range(n):
+        out[o + i] = src[i]
+    return o + n
+
+
 #: Per-DFA blob header: states, classes, start; then the 256-entry classmap, the accepting
 #: flags and the flattened table (see ``LexerCore`` and :func:`build_core`).
 PACK_HEADER = 3
@@ -315,22 +323,13 @@ def build_core(packed, k, plain, max_states):
                 out[o + (off + s) * n_cls + c] = t + off if t >= 0 else -1
     trans = out[o:o + total * n_cls].reshape((total, n_cls))
     o += total * n_cls
-    out[o:o + total] = acc_key
-    o += total
-    for i in range(n_prod + 1):
-        out[o + i] = ptr[i]
-    o += n_prod + 1
-    out[o:o + n_ent] = ent_j[:n_ent]
-    o += n_ent
-    out[o:o + n_ent] = ent_s[:n_ent]
-    o += n_ent
-    for i in range(n_kinds + 1):
-        out[o + i] = kind_ptr[i]
-    o += n_kinds + 1
-    out[o:o + n_kmem] = kind_mem[:n_kmem]
-    o += n_kmem
-    for j in range(k):
-        out[o + j] = block_off[j]
+    o = _put(out, o, acc_key, total)
+    o = _put(out, o, ptr, n_prod + 1)
+    o = _put(out, o, ent_j, n_ent)
+    o = _put(out, o, ent_s, n_ent)
+    o = _put(out, o, kind_ptr, n_kinds + 1)
+    o = _put(out, o, kind_mem, n_kmem)
+    _put(out, o, block_off, k)
     # 6. states that loop on every plain byte
     plain_loop = plain_loop_states(trans, classmap, plain)
     return total, n_cls, n_prod, n_kinds, n_kmem, n_ent, out, plain_loop
