@@ -23,7 +23,7 @@ import numpy as np
 
 from ..errors import GrammarError
 from ..grammar.fsa import DFA, _kernel_args
-from .lexer_kernels import PACK_HEADER, build_core
+from .lexer_kernels import build_core, pack_dfa, split_core
 from .trie import PLAIN_BYTES
 from .walks import signature, signature_ids
 
@@ -47,12 +47,7 @@ def _packed(d: DFA) -> np.ndarray:
     blob = d.__dict__.get("_packed")
     if blob is None:
         trans, cm, acc = _kernel_parts(d)
-        blob = np.empty(PACK_HEADER + 256 + d.n_states + trans.shape[0], dtype=np.int32)
-        blob[:PACK_HEADER] = (d.n_states, d.n_classes, d.start)
-        blob[PACK_HEADER:PACK_HEADER + 256] = cm
-        blob[PACK_HEADER + 256:PACK_HEADER + 256 + d.n_states] = acc
-        blob[PACK_HEADER + 256 + d.n_states:] = trans
-        d._packed = blob
+        blob = d._packed = pack_dfa(d.n_states, d.n_classes, d.start, cm, acc, trans)
     return blob
 
 
@@ -89,23 +84,11 @@ class LexerCore:
             packed, k, PLAIN_BYTES, MAX_LEXER_STATES)
         if total < 0:
             raise GrammarError(f"lexer too large (over {MAX_LEXER_STATES} states)")
-        # views into the kernel's one output array (layout in build_core)
-        o = 256 + total * n_cls
-        self.classmap = out[:256]
-        self.trans = out[256:o].reshape(total, n_cls)
-        self.acc_key = out[o:o + total]
-        o += total
-        self._ptr = out[o:o + n_prod + 1]
-        o += n_prod + 1
-        self._ent_j = out[o:o + n_ent]
-        self._ent_s = out[o + n_ent:o + 2 * n_ent]
-        o += 2 * n_ent
-        kp = out[o:o + n_kinds + 1].tolist()
-        o += n_kinds + 1
-        km = out[o:o + n_kmem].tolist()
-        o += n_kmem
+        (self.classmap, self.trans, self.acc_key, self._ptr, self._ent_j, self._ent_s, kind_ptr, kind_mem,
+         block_off) = split_core(out, k, total, n_cls, n_prod, n_kinds, n_kmem, n_ent)
+        kp, km = kind_ptr.tolist(), kind_mem.tolist()
         self._n_prod = n_prod
-        self.blocks = [(off, j) for j, off in enumerate(out[o:o + k].tolist()) if off >= 0]
+        self.blocks = [(off, j) for j, off in enumerate(block_off.tolist()) if off >= 0]
         self.block_start = {j: off for off, j in self.blocks}
         self._plain_loop = plain_loop  # what trie walks read (see walks._plain_loop)
         # accepting members per state (indices into dfas), as keys into acc_kinds
@@ -173,11 +156,12 @@ class LexerCore:
         sig = self.__dict__.get("_kind_sig")
         if sig is None:
             sig = self._kind_sig = np.full(len(self.acc_kinds), -1, dtype=np.int64)
-        out = sig[self.acc_key[states]]
+        kinds = self.acc_key[states]
+        out = sig[kinds]
         if len(out) and out.min() < 0:
-            for kind in set(self.acc_key[states][out < 0].tolist()):
+            for kind in set(kinds[out < 0].tolist()):
                 sig[kind] = signature(tuple(sorted(id(self.dfas[j]) for j in self.acc_kinds[kind])))
-            out = sig[self.acc_key[states]]
+            out = sig[kinds]
         return out
 
     def kind_of_signature(self, code: int) -> int:
@@ -250,9 +234,9 @@ class Lexer:
         self.n_classes = core.trans.shape[1]
         # kind k >= 1 (a set of accepting members; kind 0 is "none") is accept set k-1: members are
         # distinct DFAs and terminal ids are distinct, so kinds and accept sets correspond one to one,
-        # and the state -> accept-set tables are the core's own (shared by every grammar using it)
-        # (terminal ids, sorted, as Parser.scan takes them), made on first use: a key lexer's core
-        # has a kind per key literal, and a mask needs two or three of them
+        # and the state -> accept-set tables are the core's own (shared by every grammar using it).
+        # An accept set's terminal ids (sorted, as Parser.scan takes them) are made on first use: a
+        # key lexer's core has a kind per key literal, and a mask needs two or three of them.
         self._acc_sets: list[tuple[int, ...] | None] = [None] * (len(core.acc_kinds) - 1)
         self.acc_id = core.acc_id
         self.boundary = core.boundary

@@ -14,7 +14,7 @@ import numpy as np
 
 from ..grammar.fsa_kernels import _grow1, _grow2, _hash, _probe, _rehash_from, plain_loop_states
 
-__all__ = ["PACK_HEADER", "build_core", "explore_product", "warm_up_lexer_kernels"]
+__all__ = ["build_core", "explore_product", "pack_dfa", "split_core", "warm_up_lexer_kernels"]
 
 
 
@@ -140,7 +140,7 @@ def _explore_from(table, row_off, i, n, ptr, ent_j, ent_s, hashes, trans, single
 
 def warm_up_lexer_kernels() -> None:
     """Load (or compile, once per installation) the kernels ahead of the first lexer."""
-    packed = np.concatenate([[1, 1, 0], np.zeros(256 + 1, dtype=np.int32), [-1]]).astype(np.int32)
+    packed = pack_dfa(1, 1, 0, np.zeros(256, dtype=np.int32), np.zeros(1, dtype=np.bool_), np.full(1, -1))
     build_core(packed, 1, np.zeros(256, dtype=np.bool_), 8)
 
 
@@ -171,8 +171,30 @@ def _put(out, o, src, n):
 
 
 #: Per-DFA blob header: states, classes, start; then the 256-entry classmap, the accepting
-#: flags and the flattened table (see ``LexerCore`` and :func:`build_core`).
+#: flags and the flattened table (:func:`pack_dfa` writes it, :func:`build_core` reads it).
 PACK_HEADER = 3
+
+
+def pack_dfa(n_states: int, n_classes: int, start: int, classmap: np.ndarray, accept: np.ndarray,
+             flat_trans: np.ndarray) -> np.ndarray:
+    """One DFA as the int32 blob :func:`build_core` takes (blobs of several DFAs concatenate)."""
+    blob = np.empty(PACK_HEADER + 256 + n_states + len(flat_trans), dtype=np.int32)
+    blob[:PACK_HEADER] = (n_states, n_classes, start)
+    blob[PACK_HEADER:PACK_HEADER + 256] = classmap
+    blob[PACK_HEADER + 256:PACK_HEADER + 256 + n_states] = accept
+    blob[PACK_HEADER + 256 + n_states:] = flat_trans
+    return blob
+
+
+def split_core(out: np.ndarray, k: int, total: int, n_cls: int, n_prod: int, n_kinds: int, n_kmem: int,
+               n_ent: int) -> tuple[np.ndarray, ...]:
+    """Views of :func:`build_core`'s output array: ``(classmap, trans, acc_key, ptr, ent_j, ent_s,
+    kind_ptr, kind_mem, block_off)``."""
+    sizes = (256, total * n_cls, total, n_prod + 1, n_ent, n_ent, n_kinds + 1, n_kmem, k)
+    ends = np.cumsum(sizes).tolist()
+    parts = [out[e - n:e] for n, e in zip(sizes, ends)]
+    parts[1] = parts[1].reshape(total, n_cls)
+    return tuple(parts)
 
 
 @numba.njit(cache=True, nogil=True)
@@ -189,7 +211,7 @@ def build_core(packed, k, plain, max_states):
     past ``max_states``; ``out`` (int32) holds, in order, the classmap[256], the table
     [total, n_cls], the kind of each state [total], the product's entry pointers [n_prod + 1],
     entry DFAs and sub-states [n_ent each], the member-list pointers [n_kinds + 1] and members
-    [n_kmem], and each DFA's block offset [k].  One array out instead of a dozen: numba boxes
+    [n_kmem], and each DFA's block offset [k] (:func:`split_core` takes it apart).  One array out instead of a dozen: numba boxes
     every returned array (~1 µs each), and a new lexer is built in the middle of a mask."""
     n_st = np.empty(k, dtype=np.int64)
     widths = np.empty(k, dtype=np.int64)

@@ -15,7 +15,7 @@ from pathlib import Path
 import numba
 import numpy as np
 
-from ..grammar.fsa_kernels import plain_loop_states
+from ..grammar.fsa_kernels import UTF8_FORMS, plain_loop_states
 
 
 #: Printable ASCII except the quote and backslash: what JSON string content repeats freely.
@@ -175,40 +175,28 @@ def _subtree_ends(depth):
     return end
 
 
+#: UTF-8 reader phase after an ill-formed byte (until the next ASCII byte); 0 is a character
+#: boundary and 1 + 4 * form + read is inside character form ``form`` of ``UTF8_FORMS``.
+_ILL_FORMED = 1 + 4 * UTF8_FORMS.shape[0]
+
+
 @numba.njit(cache=True, nogil=True)
 def _utf8_step(phase, b):
-    """(next phase, well-formed) of a UTF-8 reader: phase 0 is a character boundary; 1-3 need
-    that many continuation bytes; 4-7 need a restricted second byte (E0, ED, F0, F4 leads);
-    8 follows an ill-formed byte and stays there until an ASCII byte."""
+    """(next phase, well-formed) of a UTF-8 reader over :data:`UTF8_FORMS` -- the table the
+    text-loop check of lexer states uses, so the two agree on what well-formed text is."""
     if b < 0x80:
-        return 0, phase == 0 or phase == 8
-    if phase == 0 or phase == 8:
-        if 0xC2 <= b <= 0xDF:
-            return 1, True
-        if b == 0xE0:
-            return 4, True
-        if 0xE1 <= b <= 0xEC or 0xEE <= b <= 0xEF:
-            return 2, True
-        if b == 0xED:
-            return 5, True
-        if b == 0xF0:
-            return 6, True
-        if 0xF1 <= b <= 0xF3:
-            return 3, True
-        if b == 0xF4:
-            return 7, True
-        return 8, False
-    if 1 <= phase <= 3:
-        if 0x80 <= b <= 0xBF:
-            return phase - 1, True
-        return 8, False
-    if phase == 4:
-        return (1, True) if 0xA0 <= b <= 0xBF else (8, False)
-    if phase == 5:
-        return (1, True) if 0x80 <= b <= 0x9F else (8, False)
-    if phase == 6:
-        return (2, True) if 0x90 <= b <= 0xBF else (8, False)
-    return (2, True) if 0x80 <= b <= 0x8F else (8, False)
+        return 0, phase == 0 or phase == _ILL_FORMED
+    if phase == 0 or phase == _ILL_FORMED:
+        for f in range(UTF8_FORMS.shape[0]):
+            if UTF8_FORMS[f, 0, 0] <= b <= UTF8_FORMS[f, 0, 1]:
+                return 2 + 4 * f, True
+        return _ILL_FORMED, False
+    f, read = (phase - 1) // 4, (phase - 1) % 4
+    if not UTF8_FORMS[f, read, 0] <= b <= UTF8_FORMS[f, read, 1]:
+        return _ILL_FORMED, False
+    if read + 1 == 4 or UTF8_FORMS[f, read + 1, 0] < 0:
+        return 0, True  # the character is complete
+    return phase + 1, True
 
 
 @numba.njit(cache=True, nogil=True)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-__all__ = ["backward_depth", "column_classes", "depth_canonical", "hopcroft_blocks", "live_reachable",
+__all__ = ["UTF8_FORMS", "backward_depth", "column_classes", "depth_canonical", "hopcroft_blocks", "live_reachable",
            "counted_chain", "pair_product", "plain_loop_states", "renumber_rows", "subset_construction",
            "warm_up_fsa_kernels"]
 

@@ -96,16 +96,15 @@ def normalize_schema_input(schema: Any) -> Any:
 
 
 def _declared_draft(schema) -> int | None:
-    """The draft the root's ``$schema`` declares (4, 6, 7, 2019, 2020), None when it names none:
-    undeclared schemas get 2020-12 semantics with the older drafts' spellings accepted too."""
-    uri = schema.get("$schema") if isinstance(schema, dict) else None
-    if not isinstance(uri, str):
+    """The draft the root's ``$schema`` declares (4, 6, 7, 2019, 2020) as jsonschema resolves it
+    (:func:`_validator_for`, the validator the final check uses too); None when the schema names
+    none: undeclared schemas get 2020-12 semantics with the older drafts' spellings accepted too."""
+    import jsonschema
+
+    if not (isinstance(schema, dict) and "$schema" in schema):
         return None
-    for tag, draft in (("draft-03", 4), ("draft-04", 4), ("draft-06", 6), ("draft-07", 7), ("2019-09", 2019),
-                       ("2020-12", 2020)):
-        if tag in uri:
-            return draft
-    return None
+    return {jsonschema.Draft3Validator: 4, jsonschema.Draft4Validator: 4, jsonschema.Draft6Validator: 6,
+            jsonschema.Draft7Validator: 7, jsonschema.Draft201909Validator: 2019}.get(_validator_for(schema), 2020)
 
 
 _SINCE_2019 = frozenset({"dependentRequired", "dependentSchemas", "unevaluatedProperties", "unevaluatedItems",
@@ -949,14 +948,14 @@ class _Compiler:
                 if not isinstance(m, (int, float)) or isinstance(m, bool) or m <= 0:
                     raise SchemaError("multipleOf must be a positive number", pointer=f"{n.ptr}/multipleOf")
                 mults.append(m)
+        frac = self.integer_fraction
         try:
-            frac = self.integer_fraction
             d = number_dfa(integer=integer, multiple_of=mults[0] if mults else None, allow_integer_fraction=frac, **kw)
             for m in mults[1:]:
                 d = intersect(d, number_dfa(integer=integer, multiple_of=m, allow_integer_fraction=frac))
         except UnsupportedFeature as e:
             if self.opts.lenient:
-                d = number_dfa(integer=integer, allow_integer_fraction=self.integer_fraction, **kw)
+                d = number_dfa(integer=integer, allow_integer_fraction=frac, **kw)
             else:
                 raise UnsupportedFeature(str(e).split(": ", 1)[-1], pointer=nodes[0].ptr, keyword="multipleOf") from None
         if non_integer:  # "not": {"type": "integer"}: numbers with a non-zero fraction (no exponent forms)

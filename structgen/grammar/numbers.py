@@ -208,19 +208,23 @@ def number_dfa(*, integer: bool, minimum=None, maximum=None, exclusive_minimum=N
             hi_excl = False
     bounded = lo is not None or hi is not None
     if not bounded and multiple_of is None:
-        base = compile_regex(JSON_INTEGER + (r"(\.0)?" if allow_integer_fraction else "") if integer else JSON_NUMBER)
-        return base
+        return compile_regex(_integer_regex(allow_integer_fraction) if integer else JSON_NUMBER)
     if bounded:
         d = _signed_range(lo, lo_excl, hi, hi_excl, allow_fraction=not integer)
         if integer and allow_integer_fraction:
             # 5.0 is an integer too: allow a zero fraction after in-range integers
             d = _with_zero_fraction(d)
     else:
-        d = compile_regex(JSON_INTEGER + (r"(\.0)?" if allow_integer_fraction else "") if integer
-                          else r"-?(0|[1-9][0-9]*)(\.[0-9]+)?")
+        d = compile_regex(_integer_regex(allow_integer_fraction) if integer else r"-?(0|[1-9][0-9]*)(\.[0-9]+)?")
     if multiple_of is not None:
         d = intersect(d, _multiple_dfa(multiple_of, integer, allow_integer_fraction))
     return d
+
+
+def _integer_regex(allow_fraction: bool) -> str:
+    """A JSON integer, with json.dumps' ``.0`` after it where the draft counts 5.0 as an integer
+    (longer zero runs would let a model loop)."""
+    return JSON_INTEGER + (r"(\.0)?" if allow_fraction else "")
 
 
 def _with_zero_fraction(d: DFA) -> DFA:
@@ -253,7 +257,7 @@ def _multiple_dfa(multiple_of, integer: bool, allow_integer_fraction: bool = Tru
     while (m * 10 ** e).denominator != 1:
         e += 1
     d = _decimal_mod_dfa(int(m * 10 ** e), e)
-    return intersect(d, compile_regex(JSON_INTEGER + (r"(\.0)?" if allow_integer_fraction else ""))) if integer else d
+    return intersect(d, compile_regex(_integer_regex(allow_integer_fraction))) if integer else d
 
 
 def _decimal_mod_dfa(M: int, e: int) -> DFA:
