@@ -60,7 +60,7 @@ class CompiledGrammar:
     def advance(self, cid: int, lx: Lexer, ls: int, data: bytes):
         """Feed bytes from a state; returns the new (cid, lexer, lexer state) or None."""
         parser = self.parser
-        tl, nc, cm = lx.core.flat_trans, lx.n_classes, lx.classmap_list
+        tl, nc, cm = lx.core.flat_trans, lx.n_classes, lx.core.classmap_list
         for b in data:
             ns = tl[ls * nc + cm[b]]
             if ns >= 0:
@@ -73,7 +73,7 @@ class CompiledGrammar:
             if cid < 0:
                 return None
             lx = self.lexer_for(cid)
-            tl, nc, cm = lx.core.flat_trans, lx.n_classes, lx.classmap_list
+            tl, nc, cm = lx.core.flat_trans, lx.n_classes, lx.core.classmap_list
             ls = tl[cm[b]]
             if ls < 0:
                 return None

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
+from functools import cached_property
 
 import numpy as np
 
@@ -60,76 +61,93 @@ def _start_never_reentered(d: DFA) -> bool:
 
 
 class LexerCore:
-    """The product automaton of a tuple of DFAs (terminal-independent)."""
+    """The product automaton of a tuple of DFAs (terminal-independent).
+
+    A core is built in the middle of a mask (the first time the parser allows a new set of
+    terminals), so only what every use needs is made at once; the Python-side views (the
+    stepping table, member tuples, block list) are made on first use."""
 
     def __init__(self, dfas: tuple[DFA, ...]):
         self.dfas = dfas
         k = len(dfas)
         if k == 0:
-            self.trans = np.full((1, 1), -1, dtype=np.int32)
-            self.classmap = np.zeros(256, dtype=np.int32)
-            self._n_prod = 1
-            self._ptr = np.zeros(2, dtype=np.int32)
-            self._ent_j = self._ent_s = np.zeros(0, dtype=np.int32)
-            self.blocks: list[tuple[int, int]] = []
-            self.block_start: dict[int, int] = {}
-            self._accept_nothing()
-            self._finish()
-            return
-        if k == 1 and _start_never_reentered(dfas[0]):
+            self._empty()
+        elif k == 1 and _start_never_reentered(dfas[0]):
             self._view_of(dfas[0])
-            return
-        packed = _packed(dfas[0]) if k == 1 else np.concatenate([_packed(d) for d in dfas])
-        total, n_cls, n_prod, n_kinds, n_kmem, n_ent, out, plain_loop = build_core(
-            packed, k, PLAIN_BYTES, MAX_LEXER_STATES)
-        if total < 0:
-            raise GrammarError(f"lexer too large (over {MAX_LEXER_STATES} states)")
-        (self.classmap, self.trans, self.acc_key, self._ptr, self._ent_j, self._ent_s, kind_ptr, kind_mem,
-         block_off) = split_core(out, k, total, n_cls, n_prod, n_kinds, n_kmem, n_ent)
-        kp, km = kind_ptr.tolist(), kind_mem.tolist()
-        self._n_prod = n_prod
-        self.blocks = [(off, j) for j, off in enumerate(block_off.tolist()) if off >= 0]
-        self.block_start = {j: off for off, j in self.blocks}
-        self._plain_loop = plain_loop  # what trie walks read (see walks._plain_loop)
-        # accepting members per state (indices into dfas), as keys into acc_kinds
-        self.acc_kinds = [tuple(km[kp[i]:kp[i + 1]]) for i in range(n_kinds)]
-        self._finish()
+        else:
+            packed = _packed(dfas[0]) if k == 1 else np.concatenate([_packed(d) for d in dfas])
+            total, n_cls, n_prod, n_kinds, n_kmem, n_ent, out, plain_loop = build_core(
+                packed, k, PLAIN_BYTES, MAX_LEXER_STATES)
+            if total < 0:
+                raise GrammarError(f"lexer too large (over {MAX_LEXER_STATES} states)")
+            (self.classmap, self.trans, self.acc_id, self.boundary, self._ptr, self._ent_j, self._ent_s,
+             self._kind_ptr, self._kind_mem, self._block_off) = split_core(out, k, total, n_cls, n_prod, n_kinds,
+                                                                           n_kmem, n_ent)
+            self._n_prod = n_prod
+            self.n_kinds = n_kinds
+            self._plain_loop = plain_loop  # what trie walks read (see walks._plain_loop)
+        self.n_states = self.trans.shape[0]
+
+    def _empty(self) -> None:
+        """No terminal allowed: one state, accepting nothing."""
+        self.trans = np.full((1, 1), -1, dtype=np.int32)
+        self.classmap = np.zeros(256, dtype=np.int32)
+        self._n_prod = 1
+        self._ptr = np.zeros(2, dtype=np.int32)
+        self._ent_j = self._ent_s = np.zeros(0, dtype=np.int32)
+        self._block_off = np.zeros(0, dtype=np.int32)
+        self.acc_id = self.boundary = np.full(1, -1, dtype=np.int32)
+        self._kind_ptr, self._kind_mem = np.zeros(2, dtype=np.int32), np.zeros(0, dtype=np.int32)
+        self.n_kinds = 1
 
     def _view_of(self, d: DFA) -> None:
         """A lone terminal whose start state is never re-entered is its own lexer: its table is
         used as it is (no product, no copy), the start row doubling as the core's state 0."""
-        self.trans, self.classmap, acc = _kernel_parts(d)
-        self.trans = self.trans.reshape(d.trans.shape)
+        trans, self.classmap, acc = _kernel_parts(d)
+        self.trans = trans.reshape(d.trans.shape)
         self._n_prod = 1
         self._ptr = np.array([0, 1], dtype=np.int32)
         self._ent_j = np.zeros(1, dtype=np.int32)
         self._ent_s = np.zeros(1, dtype=np.int32)
-        self.blocks = [(0, 0)]
-        self.block_start = {0: 0}
-        self.acc_key = acc.astype(np.int32)  # kind 1: the terminal accepts
-        self.acc_kinds = [(), (0,)]
-        self._finish()
-
-    def _accept_nothing(self) -> None:
-        """The empty core: one state, accepting nothing."""
-        self.acc_key = np.zeros(1, dtype=np.int32)
-        self.acc_kinds = [()]
-
-    def _finish(self) -> None:
-        # byte-by-byte stepping in Python: ``flat_trans[state * n_classes + class]`` indexes the
-        # table itself (a memoryview yields ints), so no per-state Python lists exist for the
-        # garbage collector to scan, however large the lexer
-        self.trans = np.ascontiguousarray(self.trans, dtype=np.int32)
-        self.flat_trans = memoryview(self.trans.reshape(-1))
-        self.classmap_list = tuple(self.classmap.tolist())  # a tuple: not tracked by the garbage collector
-        self.n_states = self.trans.shape[0]
-        # accept set of each state (kind k >= 1 is accept set k - 1, see Lexer), and where a lexeme
-        # may end: every accepting state but the start (no zero-width lexemes)
-        assert not self.acc_kinds[0], "kind 0 must be the empty member set"
-        self.acc_id = self.acc_key - 1
+        self._block_off = np.zeros(1, dtype=np.int32)
+        self.acc_id = acc.astype(np.int32) - 1  # accept set 0 (kind 1): the terminal accepts
         self.boundary = self.acc_id.copy()
         self.boundary[0] = -1
+        self._kind_ptr, self._kind_mem = np.array([0, 0, 1], dtype=np.int32), np.zeros(1, dtype=np.int32)
+        self.n_kinds = 2
 
+    # -- views made on first use --------------------------------------------------------------
+    @cached_property
+    def flat_trans(self) -> memoryview:
+        """Byte-by-byte stepping in Python: ``flat_trans[state * n_classes + class]`` indexes the
+        table itself (a memoryview yields ints), so no per-state Python lists exist for the
+        garbage collector to scan, however large the lexer."""
+        return memoryview(self.trans.reshape(-1))
+
+    @cached_property
+    def classmap_list(self) -> bytes:
+        """Byte -> class for stepping in Python (bytes: indexing yields ints, and it is untracked)."""
+        return self.classmap.astype(np.uint8).tobytes()
+
+    def members(self, kind: int) -> tuple[int, ...]:
+        """The accepting members (indices into ``dfas``) of a kind; kind 0 is the empty set and
+        kind ``k >= 1`` is accept set ``k - 1`` (``acc_id``)."""
+        return tuple(self._kind_mem[self._kind_ptr[kind]:self._kind_ptr[kind + 1]].tolist())
+
+    @cached_property
+    def acc_kinds(self) -> list[tuple[int, ...]]:
+        """Every kind's members (see :meth:`members`)."""
+        kp, km = self._kind_ptr.tolist(), self._kind_mem.tolist()
+        return [tuple(km[kp[i]:kp[i + 1]]) for i in range(self.n_kinds)]
+
+    @cached_property
+    def blocks(self) -> list[tuple[int, int]]:
+        """(first state, DFA index) of each lone terminal's copied table, in state order."""
+        return sorted((off, j) for j, off in enumerate(self._block_off.tolist()) if off >= 0)
+
+    @cached_property
+    def block_start(self) -> dict[int, int]:
+        return {j: off for off, j in self.blocks}
 
     # -- what trie walks need to share results between cores ----------------------------------------
     def live_key(self, state: int, depth: int, canon_min_states: int) -> tuple[tuple, tuple]:
@@ -155,12 +173,12 @@ class LexerCore:
         asked about two or three of them."""
         sig = self.__dict__.get("_kind_sig")
         if sig is None:
-            sig = self._kind_sig = np.full(len(self.acc_kinds), -1, dtype=np.int64)
-        kinds = self.acc_key[states]
+            sig = self._kind_sig = np.full(self.n_kinds, -1, dtype=np.int64)
+        kinds = self.acc_id[states] + 1
         out = sig[kinds]
         if len(out) and out.min() < 0:
             for kind in set(kinds[out < 0].tolist()):
-                sig[kind] = signature(tuple(sorted(id(self.dfas[j]) for j in self.acc_kinds[kind])))
+                sig[kind] = signature(tuple(sorted(id(self.dfas[j]) for j in self.members(kind))))
             out = sig[kinds]
         return out
 
@@ -230,27 +248,26 @@ class Lexer:
         core = self.core
         self.trans = core.trans
         self.classmap = core.classmap
-        self.classmap_list = core.classmap_list
         self.n_classes = core.trans.shape[1]
         # kind k >= 1 (a set of accepting members; kind 0 is "none") is accept set k-1: members are
         # distinct DFAs and terminal ids are distinct, so kinds and accept sets correspond one to one,
         # and the state -> accept-set tables are the core's own (shared by every grammar using it).
         # An accept set's terminal ids (sorted, as Parser.scan takes them) are made on first use: a
         # key lexer's core has a kind per key literal, and a mask needs two or three of them.
-        self._acc_sets: list[tuple[int, ...] | None] = [None] * (len(core.acc_kinds) - 1)
+        self._acc_sets: dict[int, tuple[int, ...]] = {}
         self.acc_id = core.acc_id
         self.boundary = core.boundary
         self._dfas = dfas
 
     def acc_set(self, a: int) -> tuple[int, ...]:
         """The terminal ids of accept set ``a`` (a state's ``acc_id`` / ``boundary``)."""
-        ts = self._acc_sets[a]
+        ts = self._acc_sets.get(a)
         if ts is None:
-            ts = self._acc_sets[a] = tuple(sorted(self.term_ids[j] for j in self.core.acc_kinds[a + 1]))
+            ts = self._acc_sets[a] = tuple(sorted(self.term_ids[j] for j in self.core.members(a + 1)))
         return ts
 
     def step(self, state: int, byte: int) -> int:
-        return self.core.flat_trans[state * self.n_classes + self.classmap_list[byte]]
+        return self.core.flat_trans[state * self.n_classes + self.core.classmap_list[byte]]
 
     def completions(self, state: int) -> list[tuple[int, int]]:
         """(terminal id, min bytes to finish that terminal) for each live terminal."""

@@ -187,14 +187,16 @@ def pack_dfa(n_states: int, n_classes: int, start: int, classmap: np.ndarray, ac
 
 
 def split_core(out: np.ndarray, k: int, total: int, n_cls: int, n_prod: int, n_kinds: int, n_kmem: int,
-               n_ent: int) -> tuple[np.ndarray, ...]:
-    """Views of :func:`build_core`'s output array: ``(classmap, trans, acc_key, ptr, ent_j, ent_s,
-    kind_ptr, kind_mem, block_off)``."""
-    sizes = (256, total * n_cls, total, n_prod + 1, n_ent, n_ent, n_kinds + 1, n_kmem, k)
-    ends = np.cumsum(sizes).tolist()
-    parts = [out[e - n:e] for n, e in zip(sizes, ends)]
+               n_ent: int) -> list[np.ndarray]:
+    """Views of :func:`build_core`'s output array: ``[classmap, trans, acc_id, boundary, ptr, ent_j,
+    ent_s, kind_ptr, kind_mem, block_off]`` (offsets in plain ints: this runs inside a mask)."""
+    parts = []
+    o = 0
+    for n in (256, total * n_cls, total, total, n_prod + 1, n_ent, n_ent, n_kinds + 1, n_kmem, k):
+        parts.append(out[o:o + n])
+        o += n
     parts[1] = parts[1].reshape(total, n_cls)
-    return tuple(parts)
+    return parts
 
 
 @numba.njit(cache=True, nogil=True)
@@ -209,7 +211,8 @@ def build_core(packed, k, plain, max_states):
 
     Returns ``(total, n_cls, n_prod, n_kinds, n_kmem, n_ent, out, plain_loop)``: ``total`` is -1
     past ``max_states``; ``out`` (int32) holds, in order, the classmap[256], the table
-    [total, n_cls], the kind of each state [total], the product's entry pointers [n_prod + 1],
+    [total, n_cls], each state's accept set (its kind - 1: -1 accepts nothing) [total], the same with
+    the start state -1 (where a lexeme may end) [total], the product's entry pointers [n_prod + 1],
     entry DFAs and sub-states [n_ent each], the member-list pointers [n_kinds + 1] and members
     [n_kmem], and each DFA's block offset [k] (:func:`split_core` takes it apart).  One array out instead of a dozen: numba boxes
     every returned array (~1 µs each), and a new lexer is built in the middle of a mask."""
@@ -231,39 +234,29 @@ def build_core(packed, k, plain, max_states):
         pos = raw_off[j] + n_st[j] * widths[j]
         if j + 1 < k:
             st_off[j + 1] = st_off[j] + n_st[j]
-    # 1. merged byte classes: bytes with the same class in every DFA
-    classmap = np.empty(256, dtype=np.int32)
-    rep = np.empty(256, dtype=np.int64)
-    bh = np.empty(256, dtype=np.uint64)
-    cslots = np.full(512, -1, dtype=np.int64)
-    n_cls = 0
-    col = np.empty(k, dtype=np.int32)
+    # 1. merged byte classes: bytes with the same class in every DFA, refined one DFA at a time
+    # (a pair table per DFA, numbered by first appearance: a few hundred array reads, no hashing)
+    classmap = np.zeros(256, dtype=np.int32)
+    nxt = np.empty(256, dtype=np.int32)
+    n_cls = 1
+    for j in range(k):
+        w = widths[j]
+        pair = np.full(n_cls * w, -1, dtype=np.int32)
+        n_new = 0
+        for b in range(256):
+            key = classmap[b] * w + packed[cm_off[j] + b]
+            c = pair[key]
+            if c < 0:
+                c = n_new
+                pair[key] = c
+                n_new += 1
+            nxt[b] = c
+        classmap[:] = nxt
+        n_cls = n_new
+    rep = np.full(n_cls, -1, dtype=np.int64)
     for b in range(256):
-        for j in range(k):
-            col[j] = packed[cm_off[j] + b]
-        h = _hash(col, col, k)
-        slot = np.int64(h & np.uint64(511))
-        found = -1
-        while cslots[slot] >= 0:
-            c = cslots[slot]
-            if bh[c] == h:
-                same = True
-                rb = rep[c]
-                for j in range(k):
-                    if packed[cm_off[j] + rb] != col[j]:
-                        same = False
-                        break
-                if same:
-                    found = c
-                    break
-            slot = (slot + 1) & 511
-        if found < 0:
-            found = n_cls
-            rep[found] = b
-            bh[found] = h
-            cslots[slot] = found
-            n_cls += 1
-        classmap[b] = found
+        if rep[classmap[b]] < 0:
+            rep[classmap[b]] = b
     # 2. every DFA's table over the merged classes, stacked
     rows = 0
     for j in range(k):
@@ -327,7 +320,7 @@ def build_core(packed, k, plain, max_states):
                 acc_key[off + s] = kid
     n_kmem = kind_ptr[n_kinds]
     # 5. everything into one array
-    out = np.empty(256 + total * n_cls + total + (n_prod + 1) + 2 * n_ent + (n_kinds + 1) + n_kmem + k,
+    out = np.empty(256 + total * n_cls + 2 * total + (n_prod + 1) + 2 * n_ent + (n_kinds + 1) + n_kmem + k,
                    dtype=np.int32)
     out[:256] = classmap
     o = 256
@@ -345,7 +338,10 @@ def build_core(packed, k, plain, max_states):
                 out[o + (off + s) * n_cls + c] = t + off if t >= 0 else -1
     trans = out[o:o + total * n_cls].reshape((total, n_cls))
     o += total * n_cls
-    o = _put(out, o, acc_key, total)
+    for i in range(total):
+        out[o + i] = acc_key[i] - 1
+        out[o + total + i] = acc_key[i] - 1 if i > 0 else -1
+    o += 2 * total
     o = _put(out, o, ptr, n_prod + 1)
     o = _put(out, o, ent_j, n_ent)
     o = _put(out, o, ent_s, n_ent)
