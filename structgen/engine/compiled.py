@@ -134,8 +134,10 @@ class CompiledGrammar:
         while todo:
             cid, lx, walk = todo.pop()
             core, acc_set = lx.core, lx.acc_set
-            for sig, gid, nodes in walk.groups():
-                a = core.kind_of_signature(sig) - 1  # kind k >= 1 is accept set k - 1 (see Lexer)
+            own = walk.ev_sigs is None  # a continuation walk of this very core: labels are accept sets
+            for label, gid, nodes in walk.groups():
+                # else a signature: kind k >= 1 of this core is accept set k - 1 (see Lexer)
+                a = label if own else core.kind_of_signature(label) - 1
                 if a < 0:
                     continue
                 c2 = scan(cid, acc_set(a))

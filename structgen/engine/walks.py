@@ -85,14 +85,16 @@ def signature_ids(code: int) -> tuple:
 class Walk:
     """One walk's result: the tokens it allows and where lexemes end in it.
 
-    ``ev_states`` are in the numbering of the table walked (``owner``);
-    ``ev_sigs`` say which automata accepted there (:func:`signature`), and
-    :meth:`groups` splits the boundary nodes by them, giving each group a
-    process-wide id for continuation keys."""
+    ``ev_states`` are in the numbering of the table walked.  Walks shared between
+    lexer cores (inside walks) carry ``ev_sigs``, which automata accepted at each
+    event (:func:`signature`); a continuation walk belongs to one core (``owner``)
+    and has ``ev_sigs`` None: its events are labelled by that core's accept sets
+    directly.  :meth:`groups` splits the boundary nodes by label, giving each
+    group a process-wide id for continuation keys."""
 
     __slots__ = ("owner", "mask", "words", "vals", "ev_nodes", "ev_states", "ev_sigs", "_groups")
 
-    def __init__(self, owner, ev_nodes: np.ndarray, ev_states: np.ndarray, ev_sigs: np.ndarray, *,
+    def __init__(self, owner, ev_nodes: np.ndarray, ev_states: np.ndarray, ev_sigs: np.ndarray | None, *,
                  mask: np.ndarray | None = None, words: np.ndarray | None = None, vals: np.ndarray | None = None):
         self.owner = owner
         self.mask = mask
@@ -104,32 +106,39 @@ class Walk:
         self._groups: tuple | None = None
 
     def groups(self) -> tuple[tuple[int, int, np.ndarray], ...]:
-        """``(signature, group id, boundary nodes)`` per kind of lexeme ended."""
+        """``(label, group id, boundary nodes)`` per kind of lexeme ended: the label is a
+        signature, or for a core's own walk (``ev_sigs`` None) the accept set in that core."""
         out = self._groups
         if out is None:
-            out = []
-            sigs = self.ev_sigs
-            n = len(sigs)
-            if n:
-                first = int(sigs[0])
-                if n <= SMALL_GROUPING:  # a few events: grouping in Python beats numpy's call overhead
-                    sl = sigs.tolist()
-                    kinds = sorted(set(sl))
-                    if len(kinds) == 1:
-                        out.append((first, group_id(self.ev_nodes), self.ev_nodes))
-                    else:
-                        nl = self.ev_nodes.tolist()
-                        for k in kinds:
-                            nodes = np.array([v for v, g in zip(nl, sl) if g == k], dtype=self.ev_nodes.dtype)
-                            out.append((k, group_id(nodes), nodes))
-                elif (sigs == first).all():
-                    out.append((first, group_id(self.ev_nodes), self.ev_nodes))
-                else:
-                    for k in np.unique(sigs).tolist():
-                        nodes = self.ev_nodes[sigs == k]
-                        out.append((k, group_id(nodes), nodes))
-            out = self._groups = tuple(out)  # a tuple: untracked by the garbage collector once seen
+            labels = self.ev_sigs if self.ev_sigs is not None else self.owner.acc_id[self.ev_states]
+            out = self._groups = _group_nodes(labels, self.ev_nodes)
         return out
+
+
+def _group_nodes(labels: np.ndarray, ev_nodes: np.ndarray) -> tuple:
+    """Boundary nodes split by label, each group with its :func:`group_id` (a tuple: untracked by
+    the garbage collector once seen)."""
+    out = []
+    n = len(labels)
+    if n:
+        first = int(labels[0])
+        if n <= SMALL_GROUPING:  # a few events: grouping in Python beats numpy's call overhead
+            sl = labels.tolist()
+            kinds = sorted(set(sl))
+            if len(kinds) == 1:
+                out.append((first, group_id(ev_nodes), ev_nodes))
+            else:
+                nl = ev_nodes.tolist()
+                for k in kinds:
+                    nodes = np.array([v for v, g in zip(nl, sl) if g == k], dtype=ev_nodes.dtype)
+                    out.append((k, group_id(nodes), nodes))
+        elif (labels == first).all():
+            out.append((first, group_id(ev_nodes), ev_nodes))
+        else:
+            for k in np.unique(labels).tolist():
+                nodes = ev_nodes[labels == k]
+                out.append((k, group_id(nodes), nodes))
+    return tuple(out)
 
 
 def _dfa_walk_result(dfa, ev_nodes, ev_states, **arrays) -> Walk:
@@ -387,8 +396,9 @@ class TrieWalker:
             n, nw = self.trie.walk_from_boundaries(lx2.trans, lx2.classmap, lx2.boundary, nodes, self._scratch,
                                                    self._words, self._vals, self._ev_nodes, self._ev_states,
                                                    _plain_loop(core, lx2.trans, lx2.classmap))
-            hit = _core_walk_result(core, core, self._ev_nodes[:n].copy(), self._ev_states[:n].copy(),
-                                    words=self._words[:nw].copy(), vals=self._vals[:nw].copy())
+            # events in this core's own numbering: labelled by its accept sets (no signatures)
+            hit = Walk(core, self._ev_nodes[:n].copy(), self._ev_states[:n].copy(), None,
+                       words=self._words[:nw].copy(), vals=self._vals[:nw].copy())
             cont_cache.put(key, hit)
         return hit
 
