@@ -204,12 +204,17 @@ class LexerCore:
                 return self.dfas[j], start
         return None
 
+    def live_entries(self, state: int) -> list[tuple[int, int]]:
+        """(DFA index, sub-state) of each automaton alive in product state ``state``."""
+        a, b = int(self._ptr[state]), int(self._ptr[state + 1])
+        return list(zip(self._ent_j[a:b].tolist(), self._ent_s[a:b].tolist()))
+
     def substates(self, state: int) -> tuple:
         """Per-DFA sub-state of a combined state (-1 where that DFA is dead)."""
         if state < self._n_prod:
             sub = [-1] * len(self.dfas)
-            for e in range(int(self._ptr[state]), int(self._ptr[state + 1])):
-                sub[int(self._ent_j[e])] = int(self._ent_s[e])
+            for j, s in self.live_entries(state):
+                sub[j] = s
             return tuple(sub)
         for start, j in reversed(self.blocks):
             if state >= start:

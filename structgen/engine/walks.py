@@ -356,9 +356,7 @@ class TrieWalker:
         """A product state one of whose terminals has a shadow (see :meth:`_anchored`)."""
         core = lx.core
         best = None
-        for j, s in enumerate(core.substates(ls)):
-            if s < 0:
-                continue
+        for j, s in core.live_entries(ls):  # a product state (inside() took the blocks)
             d = core.dfas[j]
             if getattr(d, "shadow", None) is not None and j in core.block_start:
                 if best is None or d.n_states > best[0].n_states:
