@@ -137,8 +137,7 @@ class LexerCore:
     @cached_property
     def acc_kinds(self) -> list[tuple[int, ...]]:
         """Every kind's members (see :meth:`members`)."""
-        kp, km = self._kind_ptr.tolist(), self._kind_mem.tolist()
-        return [tuple(km[kp[i]:kp[i + 1]]) for i in range(self.n_kinds)]
+        return [self.members(k) for k in range(self.n_kinds)]
 
     @cached_property
     def blocks(self) -> list[tuple[int, int]]:
@@ -270,9 +269,6 @@ class Lexer:
         if ts is None:
             ts = self._acc_sets[a] = tuple(sorted(self.term_ids[j] for j in self.core.members(a + 1)))
         return ts
-
-    def step(self, state: int, byte: int) -> int:
-        return self.core.flat_trans[state * self.n_classes + self.core.classmap_list[byte]]
 
     def completions(self, state: int) -> list[tuple[int, int]]:
         """(terminal id, min bytes to finish that terminal) for each live terminal."""
