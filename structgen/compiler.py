@@ -17,6 +17,7 @@ from .engine.compiled import CompiledGrammar
 from .errors import GrammarError, SchemaError
 from .engine.lexer_kernels import warm_up_lexer_kernels
 from .engine.trie import TokenTrie, warm_up_kernels
+from .engine.walks import warm_up_walk_kernels
 from .grammar.fsa import difference_literals
 from .grammar.fsa_kernels import warm_up_fsa_kernels
 from .grammar.ir import GrammarIR, Repeat, Sym
@@ -127,6 +128,7 @@ class GrammarCompiler:
         warm_up_kernels(self.trie)
         warm_up_fsa_kernels()
         warm_up_lexer_kernels()
+        warm_up_walk_kernels()
         _warm_up_string_automata(self.trie)
         self._cache: OrderedDict[tuple, CompiledGrammar] = OrderedDict()
         self._cache_size = cache_size

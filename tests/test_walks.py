@@ -252,3 +252,21 @@ def test_text_loop_masks_equal_brute_force(smol_compiler, schema):
         if data[i] >= 0x80 or i % 8 == 0:  # every offset around multi-byte characters, some others
             assert mask_set(m) == brute_force_mask(m), (i, data[:i])
         assert m.accept_bytes(data[i:i + 1]), i
+
+
+def test_boundary_events_group_by_label_in_preorder():
+    """Continuations are keyed by a group's nodes, so a group holds exactly its label's events, in
+    the order the walk met them, whatever order the labels came in."""
+    from structgen.engine.walks import split_by_state_label
+
+    rng = np.random.default_rng(0)
+    for n in (0, 1, 5, 200):
+        nodes = np.sort(rng.choice(10_000, size=n, replace=False)).astype(np.int32)
+        states = rng.integers(0, 6, size=n).astype(np.int32)
+        label_of = np.array([3, -1, 3, 0, 7, 2], dtype=np.int32)
+        labels, ptr, grouped = split_by_state_label(nodes, states, label_of)
+        want = sorted({int(label_of[s]) for s in states})
+        assert labels.tolist() == want
+        for i, lab in enumerate(want):
+            got = grouped[ptr[i]:ptr[i + 1]].tolist()
+            assert got == [int(v) for v, s in zip(nodes, states) if label_of[s] == lab]

@@ -134,8 +134,8 @@ class CompiledGrammar:
         while todo:
             cid, lx, walk = todo.pop()
             core, acc_set = lx.core, lx.acc_set
-            own = walk.ev_sigs is None  # a continuation walk of this very core: labels are accept sets
-            for label, gid, nodes in walk.groups():
+            own = walk.own  # a continuation walk of this very core: labels are accept sets
+            for label, gid, nodes in walk.groups:
                 # else a signature: kind k >= 1 of this core is accept set k - 1 (see Lexer)
                 a = label if own else core.kind_of_signature(label) - 1
                 if a < 0:

@@ -175,6 +175,7 @@ def counted_strings(trie, base: DFA | None = None) -> CountedStrings:
 
 #: Printable ASCII but the quote and backslash: characters a counted class may hold.
 _CLASS_BYTES = tuple(sorted(frozenset(range(0x20, 0x7F)) - {0x22, 0x5C}))
+_CLASS_ARRAY = np.array(_CLASS_BYTES, dtype=np.int64)
 
 
 @functools.lru_cache(maxsize=256)
@@ -212,15 +213,20 @@ def _class_counted(dfa: DFA):
     s1 = int(dfa.trans[dfa.start, cm[q]])
     if s1 < 0 or dfa.n_states > 64 * MAX_COUNT or (dfa.trans[s1, cm[0x80:]] >= 0).any():
         return None  # (the first character may be non-ASCII: a cheap row test before the table's)
+    # the class test on the first two positions, vectorised (most DFAs fail it: check it before the
+    # table-wide non-ASCII test)
+    cls = cm[_CLASS_ARRAY]
+    row1 = dfa.trans[s1, cls]
+    ok1 = row1 >= 0
+    if not ok1.any() or (row1[ok1] != row1[ok1][0]).any():
+        return None  # (every character of a class leads to the same next position; a literal set does not)
+    s2 = int(row1[ok1][0])
+    ok2 = dfa.trans[s2, cls] >= 0
+    if ok2.any() and (ok2 != ok1).any():
+        return None  # the second position allows other characters: not one class (cheap, before any base)
     if (dfa.trans[:, _high_classes(cm)] >= 0).any():
         return None  # (a string that may hold non-ASCII characters is no single-byte class)
-    chars = frozenset(b for b in _CLASS_BYTES if dfa.trans[s1, cm[b]] >= 0)
-    if not chars or len({int(dfa.trans[s1, cm[b]]) for b in chars}) != 1:
-        return None  # (every character of a class leads to the same next position; a literal set does not)
-    s2 = int(dfa.trans[s1, cm[next(iter(chars))]])
-    chars2 = frozenset(b for b in _CLASS_BYTES if dfa.trans[s2, cm[b]] >= 0)
-    if chars2 and chars2 != chars:
-        return None  # the second position allows other characters: not one class (cheap, before any base)
+    chars = frozenset(_CLASS_ARRAY[ok1].tolist())
     base = class_string_dfa(chars)
     b_state = int(base.trans[base.start, base.classmap[q]])
     closed = int(base.trans[b_state, base.classmap[q]])

@@ -165,21 +165,15 @@ class LexerCore:
             hit = cache[state] = (live, (state == 0, tuple(map(id, live)), tuple(ss)))
         return hit
 
-    def state_signatures(self, states: np.ndarray) -> np.ndarray:
-        """The :func:`~structgen.engine.walks.signature` of the automata accepting at each state.
-
-        Signatures are made per kind on first need: a new core with hundreds of kinds is usually
-        asked about two or three of them."""
-        sig = self.__dict__.get("_kind_sig")
+    def accept_signature(self, a: int) -> int:
+        """The :func:`~structgen.engine.walks.signature` of accept set ``a`` (the automata accepting
+        there), made on first need: a new core with hundreds of accept sets is usually asked about
+        two or three of them."""
+        sigs = self.__dict__.setdefault("_acc_sig", {})
+        sig = sigs.get(a)
         if sig is None:
-            sig = self._kind_sig = np.full(self.n_kinds, -1, dtype=np.int64)
-        kinds = self.acc_id[states] + 1
-        out = sig[kinds]
-        if len(out) and out.min() < 0:
-            for kind in set(kinds[out < 0].tolist()):
-                sig[kind] = signature(tuple(sorted(id(self.dfas[j]) for j in self.members(kind))))
-            out = sig[kinds]
-        return out
+            sig = sigs[a] = signature(tuple(sorted(id(self.dfas[j]) for j in self.members(a + 1))))
+        return sig
 
     def kind_of_signature(self, code: int) -> int:
         """This core's accepting kind for a signature (-1 when none of its states has it)."""

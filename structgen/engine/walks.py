@@ -25,6 +25,7 @@ import operator
 import threading
 from collections import OrderedDict
 
+import numba
 import numpy as np
 
 from .counted import boundary_counts, class_counted, counted_strings
@@ -85,16 +86,16 @@ def signature_ids(code: int) -> tuple:
 class Walk:
     """One walk's result: the tokens it allows and where lexemes end in it.
 
-    ``ev_states`` are in the numbering of the table walked.  Walks shared between
-    lexer cores (inside walks) carry ``ev_sigs``, which automata accepted at each
-    event (:func:`signature`); a continuation walk belongs to one core (``owner``)
-    and has ``ev_sigs`` None: its events are labelled by that core's accept sets
-    directly.  :meth:`groups` splits the boundary nodes by label, giving each
-    group a process-wide id for continuation keys."""
+    ``ev_states`` are in the numbering of the table walked.  ``groups`` splits the
+    boundary nodes by the kind of lexeme that ended there, each with a process-wide
+    group id (continuation keys).  Walks shared between lexer cores (inside walks)
+    label their groups by :func:`signature` (which automata accepted); a continuation
+    walk belongs to one core (``owner``, ``own`` True) and labels them by that core's
+    accept sets directly."""
 
-    __slots__ = ("owner", "mask", "words", "vals", "ev_nodes", "ev_states", "ev_sigs", "_groups")
+    __slots__ = ("owner", "mask", "words", "vals", "ev_nodes", "ev_states", "groups", "own")
 
-    def __init__(self, owner, ev_nodes: np.ndarray, ev_states: np.ndarray, ev_sigs: np.ndarray | None, *,
+    def __init__(self, owner, ev_nodes: np.ndarray, ev_states: np.ndarray, groups: tuple, *, own: bool = False,
                  mask: np.ndarray | None = None, words: np.ndarray | None = None, vals: np.ndarray | None = None):
         self.owner = owner
         self.mask = mask
@@ -102,53 +103,63 @@ class Walk:
         self.vals = vals
         self.ev_nodes = ev_nodes
         self.ev_states = ev_states
-        self.ev_sigs = ev_sigs
-        self._groups: tuple | None = None
-
-    def groups(self) -> tuple[tuple[int, int, np.ndarray], ...]:
-        """``(label, group id, boundary nodes)`` per kind of lexeme ended: the label is a
-        signature, or for a core's own walk (``ev_sigs`` None) the accept set in that core."""
-        out = self._groups
-        if out is None:
-            labels = self.ev_sigs if self.ev_sigs is not None else self.owner.acc_id[self.ev_states]
-            out = self._groups = _group_nodes(labels, self.ev_nodes)
-        return out
+        self.groups = groups
+        self.own = own
 
 
-def _group_nodes(labels: np.ndarray, ev_nodes: np.ndarray) -> tuple:
-    """Boundary nodes split by label, each group with its :func:`group_id` (a tuple: untracked by
-    the garbage collector once seen)."""
-    out = []
-    n = len(labels)
-    if n:
-        first = int(labels[0])
-        if n <= SMALL_GROUPING:  # a few events: grouping in Python beats numpy's call overhead
-            sl = labels.tolist()
-            kinds = sorted(set(sl))
-            if len(kinds) == 1:
-                out.append((first, group_id(ev_nodes), ev_nodes))
-            else:
-                nl = ev_nodes.tolist()
-                for k in kinds:
-                    nodes = np.array([v for v, g in zip(nl, sl) if g == k], dtype=ev_nodes.dtype)
-                    out.append((k, group_id(nodes), nodes))
-        elif (labels == first).all():
-            out.append((first, group_id(ev_nodes), ev_nodes))
-        else:
-            for k in np.unique(labels).tolist():
-                nodes = ev_nodes[labels == k]
-                out.append((k, group_id(nodes), nodes))
-    return tuple(out)
+@numba.njit(cache=True, nogil=True)
+def split_by_state_label(ev_nodes, ev_states, label_of):
+    """Boundary events grouped by ``label_of[state]``: ``(labels, ptr, nodes)`` with the nodes of
+    ``labels[i]`` at ``nodes[ptr[i]:ptr[i + 1]]``, in preorder (one call instead of a numpy
+    pass per label: a new walk is made inside a mask)."""
+    n = len(ev_nodes)
+    lab = np.empty(n, dtype=np.int64)
+    for i in range(n):
+        lab[i] = label_of[ev_states[i]]
+    order = np.argsort(lab, kind="mergesort")  # stable: nodes stay in preorder
+    nodes = np.empty(n, dtype=np.int32)
+    labels = np.empty(n, dtype=np.int64)
+    ptr = np.zeros(n + 1, dtype=np.int64)
+    k = 0
+    for i in range(n):
+        v = lab[order[i]]
+        if i == 0 or v != labels[k - 1]:
+            labels[k] = v
+            ptr[k] = i
+            k += 1
+        nodes[i] = ev_nodes[order[i]]
+    ptr[k] = n
+    return labels[:k], ptr[:k + 1], nodes
+
+
+def _one_group(label: int, ev_nodes: np.ndarray) -> tuple:
+    """Every event of one kind (a tuple: untracked by the garbage collector once seen)."""
+    return ((label, group_id(ev_nodes), ev_nodes),) if len(ev_nodes) else ()
+
+
+def _groups_by_state(ev_nodes: np.ndarray, ev_states: np.ndarray, acc_id: np.ndarray, relabel=None) -> tuple:
+    """Events grouped by the accept set (``acc_id``) of their state, labelled by that accept set
+    or by ``relabel(accept set)``."""
+    if not len(ev_nodes):
+        return ()
+    labels, ptr, nodes = split_by_state_label(ev_nodes, ev_states, acc_id)
+    if len(labels) == 1:
+        nodes = [nodes]
+    else:
+        nodes = [nodes[a:b] for a, b in zip(ptr[:-1].tolist(), ptr[1:].tolist())]
+    labels = labels.tolist() if relabel is None else [relabel(a) for a in labels.tolist()]
+    return tuple((lab, group_id(v), v) for lab, v in zip(labels, nodes))
 
 
 def _dfa_walk_result(dfa, ev_nodes, ev_states, **arrays) -> Walk:
     """A walk of one DFA's own table: every boundary is that terminal's."""
-    return Walk(dfa, ev_nodes, ev_states, np.full(len(ev_nodes), signature((id(dfa),)), dtype=np.int64), **arrays)
+    return Walk(dfa, ev_nodes, ev_states, _one_group(signature((id(dfa),)), ev_nodes), **arrays)
 
 
 def _core_walk_result(owner, core, ev_nodes, ev_states, **arrays) -> Walk:
     """A walk in a lexer core's table: boundaries by the automata accepting at each state."""
-    return Walk(owner, ev_nodes, ev_states, core.state_signatures(ev_states), **arrays)
+    return Walk(owner, ev_nodes, ev_states, _groups_by_state(ev_nodes, ev_states, core.acc_id, core.accept_signature),
+                **arrays)
 
 
 class _Cache:
@@ -342,12 +353,12 @@ class TrieWalker:
         hit = inside_cache.get(key, owner)
         if hit is None:
             m, closed_ev, open_ev = cs.chunk(r, lo, hi)
-            sigs = [np.full(len(open_ev), signature((id(chunk),)), dtype=np.int64)]
+            groups = _one_group(signature((id(chunk),)), open_ev)
             if tail is not None:
-                sigs.append(np.full(len(closed_ev), signature((id(tail),)), dtype=np.int64))
+                groups += _one_group(signature((id(tail),)), closed_ev)
             ev_nodes = np.concatenate([open_ev, closed_ev]) if tail is not None else open_ev
-            # events carry their accepting automaton as a signature; states are not needed
-            hit = Walk(owner, ev_nodes, np.full(len(ev_nodes), -1, dtype=np.int32), np.concatenate(sigs), mask=m)
+            # groups carry their accepting automaton as a signature; states are not needed
+            hit = Walk(owner, ev_nodes, np.full(len(ev_nodes), -1, dtype=np.int32), groups, mask=m)
             inside_cache.put(key, hit)
         return hit
 
@@ -395,10 +406,16 @@ class TrieWalker:
                                                    self._words, self._vals, self._ev_nodes, self._ev_states,
                                                    _plain_loop(core, lx2.trans, lx2.classmap))
             # events in this core's own numbering: labelled by its accept sets (no signatures)
-            hit = Walk(core, self._ev_nodes[:n].copy(), self._ev_states[:n].copy(), None,
+            ev_nodes, ev_states = self._ev_nodes[:n].copy(), self._ev_states[:n].copy()
+            hit = Walk(core, ev_nodes, ev_states, _groups_by_state(ev_nodes, ev_states, core.acc_id), own=True,
                        words=self._words[:nw].copy(), vals=self._vals[:nw].copy())
             cont_cache.put(key, hit)
         return hit
+
+
+def warm_up_walk_kernels() -> None:
+    """Load (or compile, once per installation) this module's kernel ahead of the first mask."""
+    split_by_state_label(np.zeros(1, dtype=np.int32), np.zeros(1, dtype=np.int32), np.zeros(1, dtype=np.int32))
 
 
 def clear_caches() -> None:
