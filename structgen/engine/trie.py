@@ -33,7 +33,7 @@ def plain_loops(trans: np.ndarray, classmap: np.ndarray) -> np.ndarray:
 class TokenTrie:
     __slots__ = ("node_byte", "node_depth", "node_end", "tok_ptr", "tok_ids", "n_nodes", "max_depth",
                  "token_bytes", "vocab_size", "node_word", "node_bit", "node_multi", "node_plain_below",
-                 "root_children", "top_of")
+                 "root_table")
 
     def __init__(self, node_byte, node_depth, node_end, tok_ptr, tok_ids, token_bytes, vocab_size):
         self.node_byte = node_byte
@@ -59,10 +59,14 @@ class TokenTrie:
         # well-formed text (plain bytes and complete UTF-8 characters, the last possibly cut)
         # starting at a character boundary; 0 -- anything else
         self.node_plain_below = _below_kinds(node_byte, node_depth, node_end, PLAIN_BYTES)
-        # the root's children (one per first byte) and, per node, the index of its first-byte ancestor
-        first = node_depth == 1
-        self.root_children = np.nonzero(first)[0].astype(np.int32)
-        self.top_of = (np.cumsum(first) - 1).astype(np.int32)
+        # the root's children in one small table (node, byte, subtree end, first and past-last token of
+        # the subtree): walks from the root test every first byte, and reading the node arrays at
+        # ~250 places spread over the whole trie cost a cache miss each -- most of a short walk
+        kids = np.nonzero(node_depth == 1)[0]
+        ends = node_end[kids] if len(kids) else kids
+        self.root_table = np.ascontiguousarray(np.stack(
+            [kids, node_byte[kids], ends, tok_ptr[kids], tok_ptr[ends]], axis=1).astype(np.int32)) \
+            if len(kids) else np.zeros((0, 5), dtype=np.int32)
 
     def walk_from_boundaries(self, trans, classmap, boundary, nodes, scratch, words, vals, ev_nodes, ev_states,
                              plain_loop) -> tuple[int, int]:
@@ -76,8 +80,8 @@ class TokenTrie:
                       ref_ev_states, mask, ev_nodes, ev_states) -> int:
         """Run :func:`anchored_walk` over this trie."""
         return anchored_walk(self.node_byte, self.node_depth, self.node_end, self.node_word, self.node_bit,
-                             self.node_multi, self.node_plain_below, self.tok_ptr, self.tok_ids, self.root_children,
-                             self.top_of, trans, classmap, boundary, plain_loop, x, lo, n_d, pure, pure_of, ref_mask,
+                             self.node_multi, self.node_plain_below, self.tok_ptr, self.tok_ids, self.root_table,
+                             trans, classmap, boundary, plain_loop, x, lo, n_d, pure, pure_of, ref_mask,
                              ref_ev_nodes, ref_ev_states, mask, ev_nodes, ev_states, self.max_depth)
 
     def walk(self, trans, classmap, boundary, roots, root_states, mask, ev_nodes, ev_states,
@@ -87,7 +91,7 @@ class TokenTrie:
             plain_loop = np.zeros(trans.shape[0], dtype=np.uint8)
         trans = np.ascontiguousarray(trans)
         return walk(self.node_byte, self.node_depth, self.node_end, self.node_word, self.node_bit, self.node_multi,
-                    self.node_plain_below, self.tok_ptr, self.tok_ids, trans, classmap, boundary, plain_loop, roots,
+                    self.node_plain_below, self.tok_ptr, self.tok_ids, self.root_table, trans, classmap, boundary, plain_loop, roots,
                     root_states, mask, ev_nodes, ev_states, self.max_depth)
 
     @classmethod
@@ -231,15 +235,11 @@ def _below_kinds(node_byte, node_depth, node_end, plain):
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
-def _walk_subtree(r, state, node_byte, node_depth, node_end, node_word, node_bit, node_multi, node_plain_below,
-                  tok_ptr, tok_ids, flat, n_cls, classmap, boundary, plain_loop, mask, ev_nodes, ev_states, n_ev,
-                  state_at):
-    state_at[node_depth[r]] = state
-    for p in range(tok_ptr[r], tok_ptr[r + 1]):
-        t = tok_ids[p]
-        mask[t >> 5] |= np.uint32(1) << np.uint32(t & 31)
-    j = np.int64(r + 1)
-    end = np.int64(node_end[r])
+def _walk_range(j, end, node_byte, node_depth, node_end, node_word, node_bit, node_multi, node_plain_below, tok_ptr,
+                tok_ids, flat, n_cls, classmap, boundary, plain_loop, mask, ev_nodes, ev_states, n_ev, state_at):
+    """Walk nodes ``j``..``end`` (preorder, whole subtrees) from the states in ``state_at``."""
+    j = np.int64(j)
+    end = np.int64(end)
     while j < end:
         d = np.int64(node_depth[j])
         ps = state_at[d - 1]
@@ -269,9 +269,35 @@ def _walk_subtree(r, state, node_byte, node_depth, node_end, node_word, node_bit
     return n_ev
 
 
+@numba.njit(cache=True, nogil=True, inline="always")
+def _walk_subtree(r, state, node_byte, node_depth, node_end, node_word, node_bit, node_multi, node_plain_below,
+                  tok_ptr, tok_ids, root_table, flat, n_cls, classmap, boundary, plain_loop, mask, ev_nodes, ev_states,
+                  n_ev, state_at):
+    state_at[node_depth[r]] = state
+    if r == 0:  # the root: first bytes from the root table, only live children's subtrees read
+        for k in range(root_table.shape[0]):
+            ns = flat[np.int64(state) * n_cls + np.int64(classmap[root_table[k, 1]])]
+            if ns < 0:
+                if boundary[state] >= 0:
+                    ev_nodes[n_ev] = root_table[k, 0]
+                    ev_states[n_ev] = state
+                    n_ev += 1
+                continue
+            n_ev = _walk_range(root_table[k, 0], root_table[k, 2], node_byte, node_depth, node_end, node_word,
+                               node_bit, node_multi, node_plain_below, tok_ptr, tok_ids, flat, n_cls, classmap,
+                               boundary, plain_loop, mask, ev_nodes, ev_states, n_ev, state_at)
+        return n_ev
+    for p in range(tok_ptr[r], tok_ptr[r + 1]):
+        t = tok_ids[p]
+        mask[t >> 5] |= np.uint32(1) << np.uint32(t & 31)
+    return _walk_range(r + 1, node_end[r], node_byte, node_depth, node_end, node_word, node_bit, node_multi,
+                       node_plain_below, tok_ptr, tok_ids, flat, n_cls, classmap, boundary, plain_loop, mask, ev_nodes,
+                       ev_states, n_ev, state_at)
+
+
 @numba.njit(cache=True, nogil=True)
 def walk(node_byte, node_depth, node_end, node_word, node_bit, node_multi, node_plain_below, tok_ptr, tok_ids,
-         trans, classmap, boundary, plain_loop, roots, root_states, mask, ev_nodes, ev_states, max_depth):
+         root_table, trans, classmap, boundary, plain_loop, roots, root_states, mask, ev_nodes, ev_states, max_depth):
     """Walk the subtrees under ``roots`` (state *at* each root given).
 
     Sets the mask bit of every token whose bytes keep the lexer alive; records
@@ -285,9 +311,12 @@ def walk(node_byte, node_depth, node_end, node_word, node_bit, node_multi, node_
     flat = trans.ravel()
     for k in range(len(roots)):
         n_ev = _walk_subtree(roots[k], root_states[k], node_byte, node_depth, node_end, node_word, node_bit,
-                             node_multi, node_plain_below, tok_ptr, tok_ids, flat, trans.shape[1], classmap, boundary,
-                             plain_loop, mask, ev_nodes, ev_states, n_ev, state_at)
+                             node_multi, node_plain_below, tok_ptr, tok_ids, root_table, flat, trans.shape[1], classmap,
+                             boundary, plain_loop, mask, ev_nodes, ev_states, n_ev, state_at)
     return n_ev
+
+
+_NO_ROOT_TABLE = np.zeros((0, 5), dtype=np.int32)
 
 
 @numba.njit(cache=True, nogil=True)
@@ -307,7 +336,8 @@ def walk_from_boundaries(node_byte, node_depth, node_end, node_word, node_bit, n
         st = flat[np.int64(classmap[np.int64(node_byte[r])])]
         if st >= 0:
             n_ev = _walk_subtree(r, st, node_byte, node_depth, node_end, node_word, node_bit, node_multi,
-                                 node_plain_below, tok_ptr, tok_ids, flat, n_cls, classmap, boundary, plain_loop, scratch,
+                                 node_plain_below, tok_ptr, tok_ids, _NO_ROOT_TABLE, flat, n_cls, classmap, boundary,
+                                 plain_loop, scratch,
                                  ev_nodes, ev_states, n_ev, state_at)
     n_w = 0
     for w in range(len(scratch)):
@@ -336,9 +366,29 @@ def _set_node(j, node_word, node_bit, node_multi, tok_ptr, tok_ids, mask):
             mask[t >> 5] |= np.uint32(1) << np.uint32(t & 31)
 
 
+@numba.njit(cache=True, nogil=True, inline="always")
+def _keep_ref_events(lo_node, hi_node, e, ref_ev_nodes, ref_ev_states, pure_of, lo, ev_nodes, ev_states, n_ev):
+    """Copy the reference walk's events inside the kept subtree ``[lo_node, hi_node)`` (both walks
+    run in preorder, so reference events are merged in with one moving index ``e``), renumbered
+    into the table's states.  Returns ``(e, n_ev)``; ``n_ev`` -1 when an event has no counterpart."""
+    n_ref = len(ref_ev_nodes)
+    while e < n_ref and ref_ev_nodes[e] < lo_node:
+        e += 1
+    while e < n_ref and ref_ev_nodes[e] < hi_node:
+        rs = ref_ev_states[e]
+        ps = pure_of[rs] if rs >= 0 else -1
+        if ps < 0:
+            return e, -1
+        ev_nodes[n_ev] = ref_ev_nodes[e]
+        ev_states[n_ev] = ps + lo
+        n_ev += 1
+        e += 1
+    return e, n_ev
+
+
 @numba.njit(cache=True, nogil=True)
 def anchored_walk(node_byte, node_depth, node_end, node_word, node_bit, node_multi, node_plain_below, tok_ptr, tok_ids,
-                  root_children, top_of, trans, classmap, boundary, plain_loop, x, lo, n_d, pure, pure_of, ref_mask,
+                  root_table, trans, classmap, boundary, plain_loop, x, lo, n_d, pure, pure_of, ref_mask,
                   ref_ev_nodes, ref_ev_states, mask, ev_nodes, ev_states, max_depth):
     """The walk from state ``x`` reusing a shared automaton's walk (see ``TrieWalker._anchored``).
 
@@ -347,76 +397,73 @@ def anchored_walk(node_byte, node_depth, node_end, node_word, node_bit, node_mul
     there the subtree behaves exactly as in the reference walk, so its tokens
     and events are kept (event states renumbered through ``pure_of``).  Where
     the walk is still in a carve-out (a key prefix, say) it sets the node's
-    tokens itself, and clears dead subtrees.  Returns the number of events, or
-    -1 when no node becomes pure or a reference event has no pure counterpart
-    (the caller walks directly)."""
+    tokens itself, and clears dead subtrees.  First bytes are read from the
+    root table (see ``TokenTrie.root_table``).  Returns the number of events,
+    or -1 when no node becomes pure or a reference event has no pure
+    counterpart (the caller walks directly)."""
     n_cls = trans.shape[1]
     flat = trans.ravel()
-    n_nodes = len(node_byte)
-    # ranges [start, end) of the trie taken from the reference walk, in preorder
-    kept_lo = np.empty(64, dtype=np.int64)
-    kept_hi = np.empty(64, dtype=np.int64)
-    n_kept = 0
     mask[:] = ref_mask
     n_ev = 0
+    n_kept = 0
+    e = 0  # next reference event to consider
     state_at = np.empty(max_depth + 2, dtype=np.int64)
     state_at[0] = x
-    j = np.int64(1)
-    end = np.int64(node_end[0]) if n_nodes else np.int64(0)
-    while j < end:
-        d = np.int64(node_depth[j])
-        ps = state_at[d - 1]
-        ns = np.int64(flat[ps * n_cls + np.int64(classmap[np.int64(node_byte[j])])])
+    for k in range(root_table.shape[0]):
+        ns = np.int64(flat[np.int64(x) * n_cls + np.int64(classmap[root_table[k, 1]])])
         if ns < 0:
-            _clear_subtree(j, node_end, tok_ptr, tok_ids, mask)
-            if boundary[ps] >= 0:
-                ev_nodes[n_ev] = j
-                ev_states[n_ev] = ps
+            for p in range(root_table[k, 3], root_table[k, 4]):
+                t = tok_ids[p]
+                mask[t >> 5] &= ~(np.uint32(1) << np.uint32(t & 31))
+            if boundary[x] >= 0:
+                ev_nodes[n_ev] = root_table[k, 0]
+                ev_states[n_ev] = x
                 n_ev += 1
-            j = np.int64(node_end[j])
             continue
         if ns >= lo and ns < lo + n_d and pure[ns - lo]:
-            if n_kept == len(kept_lo):
-                kept_lo = _grow_i64(kept_lo, 2 * n_kept)
-                kept_hi = _grow_i64(kept_hi, 2 * n_kept)
-            kept_lo[n_kept] = j
-            kept_hi[n_kept] = node_end[j]
             n_kept += 1
-            j = np.int64(node_end[j])
+            e, n_ev = _keep_ref_events(root_table[k, 0], root_table[k, 2], e, ref_ev_nodes, ref_ev_states, pure_of,
+                                       lo, ev_nodes, ev_states, n_ev)
+            if n_ev < 0:
+                return -1
             continue
-        state_at[d] = ns
-        _set_node(j, node_word, node_bit, node_multi, tok_ptr, tok_ids, mask)
-        nb = node_plain_below[j]
-        if nb and plain_loop[ns] >= nb:
-            e = np.int64(node_end[j])
-            for p in range(tok_ptr[j + 1], tok_ptr[e]):
-                t = tok_ids[p]
-                mask[t >> 5] |= np.uint32(1) << np.uint32(t & 31)
-            j = e
-            continue
-        j += 1
+        # a first byte where a carve-out (or another terminal) is still alive: walk its subtree
+        j = np.int64(root_table[k, 0])
+        end = np.int64(root_table[k, 2])
+        while j < end:
+            d = np.int64(node_depth[j])
+            ps = state_at[d - 1]
+            ns = np.int64(flat[ps * n_cls + np.int64(classmap[np.int64(node_byte[j])])])
+            if ns < 0:
+                _clear_subtree(j, node_end, tok_ptr, tok_ids, mask)
+                if boundary[ps] >= 0:
+                    ev_nodes[n_ev] = j
+                    ev_states[n_ev] = ps
+                    n_ev += 1
+                j = np.int64(node_end[j])
+                continue
+            if ns >= lo and ns < lo + n_d and pure[ns - lo]:
+                n_kept += 1
+                e, n_ev = _keep_ref_events(j, node_end[j], e, ref_ev_nodes, ref_ev_states, pure_of, lo, ev_nodes,
+                                           ev_states, n_ev)
+                if n_ev < 0:
+                    return -1
+                j = np.int64(node_end[j])
+                continue
+            state_at[d] = ns
+            _set_node(j, node_word, node_bit, node_multi, tok_ptr, tok_ids, mask)
+            nb = node_plain_below[j]
+            if nb and plain_loop[ns] >= nb:
+                e2 = np.int64(node_end[j])
+                for p in range(tok_ptr[j + 1], tok_ptr[e2]):
+                    t = tok_ids[p]
+                    mask[t >> 5] |= np.uint32(1) << np.uint32(t & 31)
+                j = e2
+                continue
+            j += 1
     if n_kept == 0:
         return -1
-    # the reference walk's events inside kept ranges (disjoint, in preorder)
-    his = kept_hi[:n_kept]
-    for e in range(len(ref_ev_nodes)):
-        v = np.int64(ref_ev_nodes[e])
-        k = np.searchsorted(his, v, side="right")
-        if k < n_kept and v >= kept_lo[k]:
-            ps = pure_of[ref_ev_states[e]]
-            if ps < 0:
-                return -1
-            ev_nodes[n_ev] = v
-            ev_states[n_ev] = ps + lo
-            n_ev += 1
     return n_ev
-
-
-@numba.njit(cache=True, nogil=True)
-def _grow_i64(a, n):
-    b = np.empty(n, dtype=np.int64)
-    b[:len(a)] = a
-    return b
 
 
 @numba.njit(cache=True, nogil=True)
@@ -457,7 +504,7 @@ def warm_up_kernels(trie: "TokenTrie") -> None:
     plain_loops(trans, cm)
     walk(trie.node_byte[:1], trie.node_depth[:1], np.array([1], dtype=np.int32), trie.node_word[:1],
          trie.node_bit[:1] * 0, trie.node_multi[:1] * 0, trie.node_plain_below[:1] * 0, trie.tok_ptr[:2] * 0,
-         trie.tok_ids[:0], trans, cm, b, np.zeros(1, dtype=np.uint8), np.zeros(1, dtype=np.int32),
+         trie.tok_ids[:0], _NO_ROOT_TABLE, trans, cm, b, np.zeros(1, dtype=np.uint8), np.zeros(1, dtype=np.int32),
          np.zeros(1, dtype=np.int32), mask, ev, ev, 1)
     walk_from_boundaries(trie.node_byte[:1], trie.node_depth[:1], np.array([1], dtype=np.int32), trie.node_word[:1],
                          trie.node_bit[:1] * 0, trie.node_multi[:1] * 0, trie.node_plain_below[:1] * 0,
