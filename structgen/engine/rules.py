@@ -119,18 +119,24 @@ def _build(nfa: _SymNFA, e: Expr, a: int, b: int, codes: dict[str, int]) -> None
 
 
 def _build_seq(nfa: _SymNFA, items, a: int, b: int, codes: dict[str, int]) -> None:
-    """A sequence between ``a`` and ``b``: symbol items as edges inline, others built recursively."""
-    if not items:
+    """A sequence between ``a`` and ``b``: symbol items as edges inline, others built recursively
+    (the inner states reserved at once: most schemas' rules are long runs of symbols)."""
+    n = len(items)
+    if not n:
         nfa.eps(a, b)
         return
-    cur = a
-    last = len(items) - 1
+    first = nfa.reserve(n - 1) if n > 1 else 0
     e_src, e_sym, e_dst = nfa.e_src, nfa.e_sym, nfa.e_dst
+    get = codes.get
+    cur = a
     for i, it in enumerate(items):
-        nxt = b if i == last else nfa.new()
+        nxt = b if i == n - 1 else first + i
         if type(it) is Sym:
+            c = get(it.name)
+            if c is None:
+                c = _code(codes, it.name)
             e_src.append(cur)
-            e_sym.append(_code(codes, it.name))
+            e_sym.append(c)
             e_dst.append(nxt)
         else:
             _build(nfa, it, cur, nxt, codes)

@@ -450,8 +450,10 @@ def _difference_literals(a: DFA, strings) -> DFA:
     The product with a trie only ever pairs a trie node with the one state of
     ``a`` its prefix leads to, so the result is the trie (each node carrying
     that state's row, children overriding) on top of ``a``'s own states."""
-    a_trans = a.trans.tolist()
-    a_cm = a.classmap.tolist()
+    lists = a.__dict__.get("_lists")
+    if lists is None:  # a is shared (the JSON string): its table as lists once, not per object schema
+        lists = a._lists = (a.trans.tolist(), a.classmap.tolist())
+    a_trans, a_cm = lists
     children: list[dict[int, int]] = [{}]
     a_of = [a.start]
     removed = [False]
