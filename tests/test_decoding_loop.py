@@ -185,3 +185,58 @@ def test_real_smollm2_unconstrained_chat():
     m = FixedStringMatcher(model.info, '{"capital": "Paris"}')
     c = generate_constrained(model, ids, m, max_tokens=40)
     assert c.text == '{"capital": "Paris"}' and c.finish_reason == "eos"
+
+
+@pytest.fixture()
+def repeating_model(tiny_model, smol_info):
+    """The tiny model made to love ``a`` and ``"``: it writes the item ``"a"`` again and again if let."""
+    toks = [smol_info.token_bytes.index(b) for b in (b"a", b'"')]
+    lm_head = tiny_model.hf_model.get_output_embeddings()
+    saved = None if lm_head.bias is None else lm_head.bias.detach().clone()
+    with torch.no_grad():
+        if lm_head.bias is None:
+            lm_head.bias = torch.nn.Parameter(torch.zeros(lm_head.weight.shape[0]))
+        lm_head.bias[toks] += 50.0
+    yield tiny_model, toks[1]
+    with torch.no_grad():
+        if saved is None:
+            lm_head.bias = None
+        else:
+            lm_head.bias.copy_(saved)
+
+
+def test_unique_items_rejected_at_commit_are_drawn_again(repeating_model, smol_info):
+    """A uniqueItems array of strings is checked as items complete: the token closing a duplicate
+    is refused by the matcher and the loop draws again without it, so the output stays valid
+    however much the model wants the same item."""
+    import json
+
+    import jsonschema
+
+    from structgen.compiler import GrammarCompiler
+    from structgen.engine.matcher import Matcher
+
+    model, tok = repeating_model
+    schema = {"type": "array", "items": {"type": "string", "maxLength": 4}, "uniqueItems": True,
+              "minItems": 3, "maxItems": 3}
+    g = GrammarCompiler(smol_info).compile_json_schema(schema, whitespace="compact")
+    m = Matcher(g)
+    assert m.checks_at_commit
+    refused = []
+    accept = m.accept_token
+
+    def counting_accept(t):
+        ok = accept(t)
+        if not ok:
+            refused.append(t)
+        return ok
+
+    m.accept_token = counting_accept
+    prompt = model.encode(model.chat_prompt("Three words."))
+    try:
+        r = generate_constrained(model, prompt, m, max_tokens=40)
+    except GenerationError as e:
+        raise AssertionError(e.partial) from e
+    value = json.loads(smol_info.decode_bytes(r.token_ids))
+    jsonschema.validate(value, schema)
+    assert tok in refused  # the quote closing a second "a" was offered and refused

@@ -249,7 +249,10 @@ def generate_constrained(
 
     if matcher.is_terminated():
         return _result(model, out, "terminated", t0, t_prefill, mask_s, steps, len(prompt))
-    for step in range(max_tokens):
+    banned: dict[int, set[int]] = {}  # tokens refused at a position after backtracking from a dead end
+    backtracks = 0
+    while len(out) < max_tokens:
+        step = len(out)
         steps += 1
         tm = time.perf_counter()
         bitmask.fill_(0)  # a matcher sets the bits it allows; stale bits must not leak
@@ -260,49 +263,73 @@ def generate_constrained(
         if logits.shape[-1] > info.vocab_size:
             logits[info.vocab_size:] = float("-inf")  # logits beyond the table: never allowed
         apply_token_bitmask_inplace(logits, bitmask, vocab_size=info.vocab_size)
+        for b in banned.get(step, ()):
+            logits[b] = float("-inf")
         mask_s += time.perf_counter() - tm
-        while True:
-            try:
-                t = sample_next(logits, temperature=temperature, top_p=top_p, top_k=top_k, generator=gen)
-            except GenerationError:  # every logit is -inf: the mask allowed nothing
+        t = _draw_accepted(matcher, logits, eos, guard_allows, max_tokens - step, temperature, top_p, top_k, gen,
+                           len(out), partial)
+        if t is None:  # nothing the matcher takes: a check at commit (uniqueItems) left a dead end
+            if not (getattr(matcher, "checks_at_commit", False) and out and backtracks < MAX_BACKTRACKS):
                 raise GenerationError(
                     f"no token is allowed after {len(out)} generated tokens "
                     "(the constraint cannot be continued with this vocabulary"
                     + (" within max_tokens" if guard_allows is not None else "") + ")",
-                    partial=partial(), reason="no_token", num_tokens=len(out),
-                ) from None
-            # a guard with ``allows(token, remaining)`` checks only the sampled token and
-            # resamples without it: the same distribution as masking every failing token
-            if guard_allows is None or guard_allows(t, max_tokens - step):
-                break
-            logits[t] = float("-inf")
-            if temperature <= 0:  # greedy: walk the candidates in order instead of re-running argmax
-                n_live = int(torch.isfinite(logits).sum())
-                order = torch.argsort(logits, descending=True)[:n_live].tolist()
-                t = next((c for c in order if guard_allows(c, max_tokens - step)), None)
-                if t is None:
-                    raise GenerationError(
-                        f"no token is allowed after {len(out)} generated tokens "
-                        "(the constraint cannot be completed within max_tokens)", partial=partial(),
-                        reason="no_token", num_tokens=len(out))
-                break
+                    partial=partial(), reason="no_token", num_tokens=len(out))
+            # e.g. a string item of a uniqueItems array at its maxLength whose only completions are
+            # earlier items: take the last token back and draw again at that position without it
+            backtracks += 1
+            last = out.pop()
+            matcher.rollback(1)
+            for k in [k for k in banned if k > len(out)]:
+                del banned[k]
+            banned.setdefault(len(out), set()).add(last)
+            kept = kv.tokens[:len(prompt) + len(out)]
+            kv.crop(len(kept) - 1)
+            logits = kv.forward([kept[-1]])[-1]
+            continue
         if t in eos:
-            if not matcher.is_accepting() or not matcher.accept_token(t):
-                raise GenerationError(
-                    f"the matcher allowed EOS id {t} but the constraint is not complete", partial=partial(),
-                    reason="eos", num_tokens=len(out))
             return _result(model, out, "eos", t0, t_prefill, mask_s, steps, len(prompt))
-        if not matcher.accept_token(t):
-            raise GenerationError(f"the matcher rejected token {t}, which its own mask allowed", partial=partial(),
-                                  reason="rejected", num_tokens=len(out))
         out.append(t)
         if matcher.is_terminated():
             return _result(model, out, "terminated", t0, t_prefill, mask_s, steps, len(prompt))
-        if step + 1 < max_tokens:
+        if len(out) < max_tokens:
             logits = kv.forward([t])[-1]
     raise GenerationError(
         f"max_tokens={max_tokens} reached before the constraint was complete", partial=partial(),
         reason="max_tokens", num_tokens=len(out))
+
+
+#: Dead ends a decoding may back out of (checks at commit only: see ``generate_constrained``).
+MAX_BACKTRACKS = 64
+
+
+def _draw_accepted(matcher, logits, eos, guard_allows, remaining, temperature, top_p, top_k, gen, n_out,
+                   partial) -> int | None:
+    """Sample a token the guard allows and the matcher takes (EOS: the matcher takes it at the end);
+    refused candidates are masked out of ``logits`` and drawn again.  None when none is left."""
+    while True:  # until the matcher takes the sampled token
+        try:
+            t = sample_next(logits, temperature=temperature, top_p=top_p, top_k=top_k, generator=gen)
+        except GenerationError:  # every logit is -inf
+            return None
+        # a guard with ``allows(token, remaining)`` checks only the sampled token and
+        # resamples without it: the same distribution as masking every failing token
+        if guard_allows is not None and not guard_allows(t, remaining):
+            logits[t] = float("-inf")
+            continue
+        if t in eos:
+            if not matcher.is_accepting() or not matcher.accept_token(t):
+                raise GenerationError(f"the matcher allowed EOS id {t} but the constraint is not complete",
+                                      partial=partial(), reason="eos", num_tokens=n_out)
+            return t
+        if matcher.accept_token(t):
+            return t
+        if not getattr(matcher, "checks_at_commit", False):
+            raise GenerationError(f"the matcher rejected token {t}, which its own mask allowed",
+                                  partial=partial(), reason="rejected", num_tokens=n_out)
+        # a check at commit (uniqueItems: the token completes a duplicate item) refused it:
+        # drawing again without it samples from the model's distribution over the tokens it takes
+        logits[t] = float("-inf")
 
 
 def generate_unconstrained(

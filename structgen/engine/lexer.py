@@ -188,6 +188,13 @@ class LexerCore:
             kind = cache[code] = by_members.get(members, -1)
         return kind
 
+    def is_dead_end(self, state: int) -> bool:
+        """No byte continues a lexeme from ``state`` (it is complete as soon as it gets there)."""
+        dead = self.__dict__.get("_dead_end")
+        if dead is None:
+            dead = self._dead_end = (self.trans < 0).all(axis=1).tobytes()
+        return bool(dead[state])
+
     def block_of(self, state: int):
         """(terminal DFA, offset) when ``state`` lies in a single terminal's copied table."""
         if state < self._n_prod:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from .compiled import CompiledGrammar
+from .unique import EMPTY_TRACKER, checked_advance
 
 
 _views: dict[int, tuple] = {}
@@ -48,6 +49,11 @@ class Matcher:
         self._history: list[int] = []
         self._terminated = False
         self._bytes: list[bytes] = []
+        # uniqueItems checks (grammars with run-time checked arrays only): the item tracker and the
+        # output so far, with the tracker before each history entry (see structgen.engine.unique)
+        self._uniq = EMPTY_TRACKER if g.unique_frames else None
+        self._out = bytearray()
+        self._uniq_history: list[tuple] = []
 
     def copy(self) -> "Matcher":
         m = Matcher.__new__(Matcher)
@@ -57,6 +63,9 @@ class Matcher:
         m._history = list(self._history)
         m._terminated = self._terminated
         m._bytes = list(self._bytes)
+        m._uniq = self._uniq
+        m._out = bytearray(self._out)
+        m._uniq_history = list(self._uniq_history)
         return m
 
     @property
@@ -123,32 +132,51 @@ class Matcher:
         tb = g.tokenizer.token_bytes
         if not (0 <= token_id < len(tb)) or token_id in g.tokenizer.special_ids or not tb[token_id]:
             return False
-        nxt = g.advance(*self._state, tb[token_id])
-        if nxt is None:
-            return False
-        self._push(nxt, tb[token_id])
-        return True
+        return self._advance(tb[token_id])
 
     def accept_bytes(self, data: bytes) -> bool:
         """Advance by raw bytes (jump-forward, tests); all-or-nothing; one history entry."""
         if self._terminated:
             return False
-        nxt = self.grammar.advance(*self._state, data)
-        if nxt is None:
+        return self._advance(data)
+
+    def _advance(self, data: bytes) -> bool:
+        if self._uniq is None:
+            nxt = self.grammar.advance(*self._state, data)
+            if nxt is None:
+                return False
+            self._push(nxt, data)
+            return True
+        res = checked_advance(self.grammar, *self._state, data, self._uniq, self._out)
+        if res is None:
             return False
-        self._push(nxt, data)
+        self._push(res[0], data, res[1])
         return True
+
+    @property
+    def checks_at_commit(self) -> bool:
+        """True when ``accept_token`` may reject a token the mask allows (a uniqueItems array whose
+        items the automaton cannot tell apart: the token completing a duplicate is rejected); a
+        sampler then draws again without that token."""
+        return self._uniq is not None
 
     def accept_string(self, text: str) -> bool:
         return self.accept_bytes(text.encode("utf-8"))
 
-    def _push(self, new_state, data: bytes) -> None:
+    def _push(self, new_state, data: bytes, tracker: tuple | None = None) -> None:
         cid, lx, ls = self._state
         self._history += (cid, lx.id, ls, self._terminated)
         self._bytes.append(data)
         self._state = new_state
+        if self._uniq is not None:
+            self._uniq_history.append(self._uniq)
+            if tracker is not None:
+                self._uniq = tracker
+            self._out += data
         if self.max_rollback_tokens is not None and len(self._history) > 4 * self.max_rollback_tokens:
             del self._history[:4]
+            if self._uniq_history:
+                del self._uniq_history[:1]
 
     def rollback(self, num_tokens: int = 1) -> None:
         """Undo the last ``num_tokens`` accepted tokens (or byte chunks)."""
@@ -159,7 +187,10 @@ class Matcher:
         for _ in range(num_tokens):
             terminated, ls, lx_id, cid = h.pop(), h.pop(), h.pop(), h.pop()
             self._state, self._terminated = (cid, lexers[lx_id], ls), bool(terminated)
-            self._bytes.pop()
+            data = self._bytes.pop()
+            if self._uniq is not None:
+                self._uniq = self._uniq_history.pop()
+                del self._out[len(self._out) - len(data):]
 
     def validate_tokens(self, tokens: list[int]) -> int:
         """How many of ``tokens`` would be accepted in order; the state is unchanged."""

@@ -1117,10 +1117,12 @@ class _Compiler:
             return out
 
         unique = [n for n in nodes if n.schema.get("uniqueItems") is True]
+        checked = False  # items told apart at run time (see unique_item)
         if unique and (hi is None or hi > 1):
             e = self.unique_array(unique[0], item_nodes, P, lo, hi)
             if e is not _NOT_FINITE:
                 return e
+            checked = True
         J = hi if hi is not None else max(lo, P, 1)
         if J > MAX_ARRAY_COUNT:
             raise UnsupportedFeature(f"maxItems/minItems of {J} is too large to enforce exactly",
@@ -1135,6 +1137,9 @@ class _Compiler:
             if idx == P:
                 beyond_prefix = self.value(item_nodes(idx))
             item_exprs.append(beyond_prefix)
+        if checked:
+            wrapped: dict[int, Expr] = {}
+            item_exprs = [None if e is None else wrapped.setdefault(id(e), self.unique_item(e)) for e in item_exprs]
         edges = []
         for j in range(J):
             e = item_exprs[j]
@@ -1152,9 +1157,19 @@ class _Compiler:
         body = Graph(J + 1, tuple(edges), 0, finals)
         return self.rule("arr", seq(self.LBRACK, body, self.RBRACK))
 
+    def unique_item(self, e: Expr) -> Sym:
+        """An item of a uniqueItems array the grammar cannot tell apart by itself: a rule of its own,
+        listed in ``ir.meta["unique_items"]``, whose completion the matcher checks against the
+        array's earlier items (``structgen.engine.unique``): the token that would complete a
+        duplicate is rejected."""
+        sym = self.rule("uitem", e)
+        self.ir.meta.setdefault("unique_items", []).append(sym.name)
+        return sym
+
     def unique_array(self, n: _Node, item_nodes, P: int, lo: int, hi: int | None) -> Expr | None:
         """uniqueItems over a finite item set (enum, const, boolean, null): the array
-        automaton tracks which values are used, one state per subset."""
+        automaton tracks which values are used, one state per subset.  Returns ``_NOT_FINITE``
+        for any other item set: the array is then compiled with its items checked at run time."""
         values = None
         if P == 0:
             nodes = item_nodes(0)
@@ -1173,9 +1188,7 @@ class _Compiler:
                     values = ([v for v in (None, True, False) if _json_type(v) in types]
                               if types <= {"null", "boolean"} and not rest else None)
         if values is None or len(values) > MAX_UNIQUE_VALUES:
-            self.unsupported(n, "uniqueItems", f"only arrays of at most {MAX_UNIQUE_VALUES} distinct enum, "
-                                               "const, boolean or null items are enforced exactly")
-            return _NOT_FINITE  # lenient: the plain array over-approximates
+            return _NOT_FINITE
         k = len(values)
         exprs = [self.const_expr(v) for v in values]
         edges = []

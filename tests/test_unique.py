@@ -1,0 +1,64 @@
+"""uniqueItems checked as items complete (structgen.engine.unique)."""
+from __future__ import annotations
+
+import pytest
+
+from structgen.compiler import GrammarCompiler
+from structgen.engine.matcher import Matcher
+from structgen.engine.unique import EMPTY_TRACKER, canonical, track
+
+
+@pytest.fixture(scope="module")
+def strings(smol_info):
+    schema = {"type": "array", "items": {"type": "string"}, "uniqueItems": True}
+    return GrammarCompiler(smol_info).compile_json_schema(schema)
+
+
+def test_the_closing_quote_of_a_duplicate_is_refused(strings):
+    m = Matcher(strings)
+    assert m.checks_at_commit
+    assert m.accept_string('["ab", "ab')
+    assert not m.accept_string('"')  # the byte completing the duplicate, not a later one
+    assert m.accept_string('c"]') and m.is_accepting()
+
+
+def test_rollback_and_copy_keep_the_items_seen(strings):
+    m = Matcher(strings)
+    for piece in ['["x"', ', "y"', ', "z"']:
+        assert m.accept_string(piece)
+    m.rollback(1)  # "z" forgotten, "x" and "y" still known
+    c = m.copy()
+    assert not m.accept_string(', "y"') and m.accept_string(', "z"]')
+    assert not c.accept_string(', "x"') and c.accept_string(', "w"]')
+    assert m.output_bytes() == b'["x", "y", "z"]' and c.output_bytes() == b'["x", "y", "w"]'
+
+
+def test_token_by_token_equals_whole_text(strings):
+    for text, ok in [('["a", "b"]', True), ('["a", "b", "a"]', False), ('[ "a" , "a" ]', False)]:
+        whole = Matcher(strings)
+        by_byte = Matcher(strings)
+        assert (whole.accept_string(text) and whole.is_accepting()) == ok
+        assert (all(by_byte.accept_string(ch) for ch in text) and by_byte.is_accepting()) == ok
+
+
+def test_json_equality_is_the_schema_s():
+    from decimal import Decimal
+
+    assert canonical(1) == canonical(Decimal("1.0")) and canonical(True) != canonical(1)
+    assert canonical({"a": [1, 2]}) != canonical({"a": [2, 1]})
+    assert canonical({"a": 1, "b": 2}) == canonical({"b": 2, "a": 1})
+    assert canonical(Decimal("0.1")) != canonical(Decimal("0.10000000000000000001"))
+
+
+def test_tracker_finds_item_starts_outside_strings():
+    t = EMPTY_TRACKER
+    text = b'[ "a,[", {"k": [1]}, 2]'
+    starts = []
+    for i, b in enumerate(text):
+        before = t[2][-1][0] if t[2] and t[2][-1] is not None else None
+        t = track(t, b, i)
+        after = t[2][-1][0] if t[2] and t[2][-1] is not None else None
+        if len(t[2]) == 1 and after is not None and after >= 0 and after != before:
+            starts.append(after)
+    assert [text[s:s + 1] for s in starts] == [b'"', b"{", b"2"]
+    assert t == EMPTY_TRACKER
