@@ -327,6 +327,31 @@ def test_any_property_order(comp):
     assert not accepts_text(comp, many, '{"p11": 1, "x": 2}', **kw)
 
 
+def test_any_order_with_too_many_keys_to_track_checks_them_at_close(comp):
+    """Seven required keys and a dependency are too many for the automaton to track in any order:
+    the distinct keys are checked when the object closes, so any order is accepted and a missing
+    key, an unmet dependency or a property count out of bounds refuses the closing brace."""
+    import random
+
+    props = {k: {"type": "integer"} for k in "abcdefghij"}
+    schema = {"type": "object", "properties": props, "required": list("abcdefg"),
+              "dependentRequired": {"h": ["i"]}, "minProperties": 8, "maxProperties": 9}
+    g = comp.compile_json_schema(schema, property_order="any")
+    assert g.close_checks
+    validator = jsonschema.Draft202012Validator(schema)
+    rng = random.Random(0)
+    n_valid = 0
+    for _ in range(150):
+        obj = {k: rng.randint(0, 3) for k in rng.sample("abcdefghij", rng.randint(6, 10))}
+        n_valid += validator.is_valid(obj)
+        assert accepts(comp, schema, obj, property_order="any") == validator.is_valid(obj), obj
+    assert 0 < n_valid < 150
+    m = Matcher(g)
+    assert m.checks_at_commit and m.accept_string('{"g": 1, "a": 1, "b": 1, "c": 1, "d": 1, "e": 1, "f": 1')
+    assert not m.accept_string("}")  # 7 keys: minProperties 8
+    assert m.accept_string(', "j": 0}') and m.is_accepting()
+
+
 def test_deep_nesting_compiles_on_the_compile_thread(comp):
     """Deeply nested schemas recurse deeply: they compile on the large-stack compile thread
     (from any caller thread, concurrently), and past the limit fail with a SchemaError."""

@@ -19,7 +19,7 @@ from .lexer import Lexer, LexerCache
 from .parser import Parser
 from .rules import build_rule_automata, compute_costs
 from .trie import TokenTrie, or_words
-from .unique import after_item_frames
+from .value_checks import finishing_terminals, return_frames
 from .walks import TrieWalker
 
 MASK_CACHE_ENTRIES = 4096
@@ -46,9 +46,12 @@ class CompiledGrammar:
         self._autos = autos
         self._costs_ready = False  # shortest completions: only the budget guard needs them
         self.parser = Parser(autos, rule_index[ir.start], ignore)
-        # uniqueItems items the automaton cannot tell apart: the matcher checks them as they complete
+        # constraints checked as values complete (structgen.engine.value_checks): uniqueItems items the
+        # automaton cannot tell apart, and the key sets of objects with too many keys to track
         unique_rules = {rule_index[n] for n in ir.meta.get("unique_items", ()) if n in rule_index}
-        self.unique_frames = after_item_frames(autos, unique_rules) if unique_rules else frozenset()
+        self.unique_frames = return_frames(autos, unique_rules) if unique_rules else frozenset()
+        self.close_checks = {rule_index[n]: c for n, c in ir.meta.get("close_checks", {}).items() if n in rule_index}
+        self.close_finish = finishing_terminals(autos, self.close_checks)
         self.lexers = LexerCache(self.term_dfas)
         self.vocab_size = tokenizer.vocab_size
         self.n_words = (self.vocab_size + 31) // 32

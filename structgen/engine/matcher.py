@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from .compiled import CompiledGrammar
-from .unique import EMPTY_TRACKER, checked_advance
+from .value_checks import EMPTY_TRACKER, checked_advance
 
 
 _views: dict[int, tuple] = {}
@@ -49,11 +49,11 @@ class Matcher:
         self._history: list[int] = []
         self._terminated = False
         self._bytes: list[bytes] = []
-        # uniqueItems checks (grammars with run-time checked arrays only): the item tracker and the
-        # output so far, with the tracker before each history entry (see structgen.engine.unique)
-        self._uniq = EMPTY_TRACKER if g.unique_frames else None
+        # checks at value boundaries (grammars that have them only): the value tracker and the
+        # output so far, with the tracker before each history entry (see structgen.engine.value_checks)
+        self._tracker = EMPTY_TRACKER if g.unique_frames or g.close_finish else None
         self._out = bytearray()
-        self._uniq_history: list[tuple] = []
+        self._tracker_history: list[tuple] = []
 
     def copy(self) -> "Matcher":
         m = Matcher.__new__(Matcher)
@@ -63,9 +63,9 @@ class Matcher:
         m._history = list(self._history)
         m._terminated = self._terminated
         m._bytes = list(self._bytes)
-        m._uniq = self._uniq
+        m._tracker = self._tracker
         m._out = bytearray(self._out)
-        m._uniq_history = list(self._uniq_history)
+        m._tracker_history = list(self._tracker_history)
         return m
 
     @property
@@ -141,13 +141,13 @@ class Matcher:
         return self._advance(data)
 
     def _advance(self, data: bytes) -> bool:
-        if self._uniq is None:
+        if self._tracker is None:
             nxt = self.grammar.advance(*self._state, data)
             if nxt is None:
                 return False
             self._push(nxt, data)
             return True
-        res = checked_advance(self.grammar, *self._state, data, self._uniq, self._out)
+        res = checked_advance(self.grammar, *self._state, data, self._tracker, self._out)
         if res is None:
             return False
         self._push(res[0], data, res[1])
@@ -155,10 +155,10 @@ class Matcher:
 
     @property
     def checks_at_commit(self) -> bool:
-        """True when ``accept_token`` may reject a token the mask allows (a uniqueItems array whose
-        items the automaton cannot tell apart: the token completing a duplicate is rejected); a
-        sampler then draws again without that token."""
-        return self._uniq is not None
+        """True when ``accept_token`` may reject a token the mask allows (a check at a value
+        boundary: the token completing a duplicate item of a uniqueItems array, or closing an
+        object that misses a required key, is rejected); a sampler then draws again without it."""
+        return self._tracker is not None
 
     def accept_string(self, text: str) -> bool:
         return self.accept_bytes(text.encode("utf-8"))
@@ -168,15 +168,15 @@ class Matcher:
         self._history += (cid, lx.id, ls, self._terminated)
         self._bytes.append(data)
         self._state = new_state
-        if self._uniq is not None:
-            self._uniq_history.append(self._uniq)
+        if self._tracker is not None:
+            self._tracker_history.append(self._tracker)
             if tracker is not None:
-                self._uniq = tracker
+                self._tracker = tracker
             self._out += data
         if self.max_rollback_tokens is not None and len(self._history) > 4 * self.max_rollback_tokens:
             del self._history[:4]
-            if self._uniq_history:
-                del self._uniq_history[:1]
+            if self._tracker_history:
+                del self._tracker_history[:1]
 
     def rollback(self, num_tokens: int = 1) -> None:
         """Undo the last ``num_tokens`` accepted tokens (or byte chunks)."""
@@ -188,8 +188,8 @@ class Matcher:
             terminated, ls, lx_id, cid = h.pop(), h.pop(), h.pop(), h.pop()
             self._state, self._terminated = (cid, lexers[lx_id], ls), bool(terminated)
             data = self._bytes.pop()
-            if self._uniq is not None:
-                self._uniq = self._uniq_history.pop()
+            if self._tracker is not None:
+                self._tracker = self._tracker_history.pop()
                 del self._out[len(self._out) - len(data):]
 
     def validate_tokens(self, tokens: list[int]) -> int:

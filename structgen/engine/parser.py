@@ -149,20 +149,10 @@ class Parser:
         self._scan[key] = res
         return res
 
-    # -- uniqueItems checks (see structgen.engine.unique) ---------------------------------------
-    def unique_split(self, cid: int, frames: frozenset) -> tuple[int, int]:
-        """(stacks whose top is one of ``frames`` -- an item of a unique array just completed --,
-        all stacks) of a configuration (cached)."""
-        cache = self.__dict__.setdefault("_unique_split", {})
-        hit = cache.get(cid)
-        if hit is None:
-            stacks = self.stacks[cid]
-            hit = cache[cid] = (sum(1 for st in stacks if st[-1] in frames), len(stacks))
-        return hit
-
-    def without_unique(self, cid: int, frames: frozenset) -> int:
-        """The configuration without the stacks whose top is one of ``frames`` (-1 if none is left)."""
-        kept = tuple(st for st in self.stacks[cid] if st[-1] not in frames)
+    def without_stacks(self, cid: int, drop) -> int:
+        """The configuration without the stacks at indices ``drop`` (-1 if none is left): a check
+        at a value boundary (structgen.engine.value_checks) failed for those readings."""
+        kept = tuple(st for i, st in enumerate(self.stacks[cid]) if i not in drop)
         if not kept:
             return -1
         return self._intern(kept, self.can_end[cid], self.after_ignore[cid])

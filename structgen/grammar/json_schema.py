@@ -1160,7 +1160,7 @@ class _Compiler:
     def unique_item(self, e: Expr) -> Sym:
         """An item of a uniqueItems array the grammar cannot tell apart by itself: a rule of its own,
         listed in ``ir.meta["unique_items"]``, whose completion the matcher checks against the
-        array's earlier items (``structgen.engine.unique``): the token that would complete a
+        array's earlier items (``structgen.engine.value_checks``): the token that would complete a
         duplicate is rejected."""
         sym = self.rule("uitem", e)
         self.ir.meta.setdefault("unique_items", []).append(sym.name)
@@ -1283,8 +1283,9 @@ class _Compiler:
         add_member = self.additional_members(nodes, order, names_nodes)
         if self.opts.property_order == "any":
             e = self.any_order_members(members, add_member, required, tracked, presence, minp, maxp)
-            if e is not _NOT_FINITE:
-                return None if e is None else self.rule("obj", seq(self.LBRACE, e, self.RBRACE))
+            if e is _NOT_FINITE:
+                return self.checked_object(members, add_member, required, presence, minp, maxp)
+            return None if e is None else self.rule("obj", seq(self.LBRACE, e, self.RBRACE))
         n_def = len(members)
         C = maxp if maxp is not None else max(minp, 1)
         if (n_def + 1) * (C + 1) > MAX_GRAPH_STATES:
@@ -1372,6 +1373,23 @@ class _Compiler:
         if not finals:
             return None
         return Graph(2 * S * (C + 1), tuple(edges), sid(0, 0), finals)
+
+    def checked_object(self, members: list, add_member, required: set, presence: list, minp: int,
+                       maxp: int | None) -> Expr | None:
+        """Members in any order when there are too many keys to track in the automaton: any member
+        may follow any other, and the distinct keys are checked when the object closes (required
+        keys, presence conditions, property counts: ``structgen.engine.value_checks``), so the
+        token writing the ``}`` of an object that misses one is refused."""
+        if any(k not in {k for k, _ in members} for k in required):
+            return None  # a required key with no allowed value
+        moves = [e for _, e in members] + ([add_member] if add_member is not None else [])
+        if not moves:
+            return self.rule("obj", seq(self.LBRACE, self.RBRACE)) if minp == 0 and not required else None
+        # states: 0 before the first member, 1 after a member, 2 after a comma
+        edges = [(0, e, 1) for e in moves] + [(1, self.COMMA, 2)] + [(2, e, 1) for e in moves]
+        sym = self.rule("cobj", seq(self.LBRACE, Graph(3, tuple(edges), 0, (0, 1)), self.RBRACE))
+        self.ir.meta.setdefault("close_checks", {})[sym.name] = (frozenset(required), tuple(presence), minp, maxp)
+        return sym
 
     def additional_node(self, n: _Node) -> _Node:
         s = n.schema

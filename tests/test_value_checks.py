@@ -1,11 +1,11 @@
-"""uniqueItems checked as items complete (structgen.engine.unique)."""
+"""Checks at value boundaries: uniqueItems items and object key sets (structgen.engine.value_checks)."""
 from __future__ import annotations
 
 import pytest
 
 from structgen.compiler import GrammarCompiler
 from structgen.engine.matcher import Matcher
-from structgen.engine.unique import EMPTY_TRACKER, canonical, track
+from structgen.engine.value_checks import EMPTY_TRACKER, canonical, track
 
 
 @pytest.fixture(scope="module")
@@ -50,15 +50,17 @@ def test_json_equality_is_the_schema_s():
     assert canonical(Decimal("0.1")) != canonical(Decimal("0.10000000000000000001"))
 
 
-def test_tracker_finds_item_starts_outside_strings():
+def test_tracker_finds_item_starts_and_keys_outside_strings():
     t = EMPTY_TRACKER
-    text = b'[ "a,[", {"k": [1]}, 2]'
+    text = b'[ "a,[", {"k": [1], "q\\"": {}}, 2]'
     starts = []
     for i, b in enumerate(text):
-        before = t[2][-1][0] if t[2] and t[2][-1] is not None else None
-        t = track(t, b, i)
-        after = t[2][-1][0] if t[2] and t[2][-1] is not None else None
+        before = t[2][-1][1] if t[2] else None
+        t = track(t, b, i, text)
+        after = t[2][-1][1] if t[2] else None
         if len(t[2]) == 1 and after is not None and after >= 0 and after != before:
             starts.append(after)
+        if b == ord("}") and len(t[2]) == 1:
+            assert t[3] == {"k", 'q"'}  # the keys of the object just closed
     assert [text[s:s + 1] for s in starts] == [b'"', b"{", b"2"]
-    assert t == EMPTY_TRACKER
+    assert t[:3] == EMPTY_TRACKER[:3]

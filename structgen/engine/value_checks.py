@@ -1,0 +1,253 @@
+"""Checks at value boundaries: constraints an automaton cannot hold, tested as values complete.
+
+Two JSON Schema constraints are checked here rather than compiled into the automaton:
+
+* ``uniqueItems`` over items that are not a small finite set (``json_schema.unique_array``
+  compiles those into the automaton): the compiler wraps each item in a rule of its own
+  (``uitem...``, listed in ``GrammarIR.meta["unique_items"]``), and when the parser
+  completes one its value -- parsed as JSON, so ``1``/``1.0`` and
+  ``{"a":1,"b":2}``/``{"b":2,"a":1}`` are equal as JSON Schema says, and ``1``/``true``
+  differ -- must be new in its array;
+* the key set of an object whose members are accepted in any order but are too many to
+  track in the automaton (``property_order="any"``): the object rule is listed in
+  ``GrammarIR.meta["close_checks"]`` with its required keys, presence conditions
+  (``dependentRequired`` ...) and property-count bounds, tested on the distinct keys when
+  the object closes.
+
+Where a value's last lexeme cannot grow (a string's closing quote, ``}``, ``]``, ``true``)
+the check runs on the byte that completes it, so the token writing the closing quote of a
+duplicate string (or the ``}`` of an object missing a required key) is the one rejected and
+generation can still pick another; a number is only complete at the byte after it (``1``
+may become ``12``), which is where its check runs.  Masks do not run the checks (they
+depend on the output, not on the automaton state): a masked-in token can be rejected by
+``accept_token``, and structgen's decoding loop then draws again without it.
+
+When the parser is ambiguous (several stacks) and only some of them fail a check, those
+stacks are dropped and the others kept: the checks are exact under ``anyOf`` too.
+"""
+from __future__ import annotations
+
+import json
+from decimal import Decimal
+
+_WS = frozenset(b" \t\n\r")
+_QUOTE, _BACKSLASH, _COMMA = 0x22, 0x5C, 0x2C
+_OPEN_ARRAY, _CLOSE_ARRAY, _OPEN_OBJECT, _CLOSE_OBJECT = 0x5B, 0x5D, 0x7B, 0x7D
+
+#: Tracker state: (inside a string, after a backslash, open containers, keys of the object closed
+#: last).  An open array is ``("a", start, values)``: the offset where its current item began (-1
+#: while waiting for it) and the canonical values of its earlier checked items; an open object is
+#: ``("o", keys, key_start)``: its keys so far and where its current key began (-1 while waiting
+#: for a key, -2 inside a member's value).
+EMPTY_TRACKER: tuple = (False, False, (), frozenset())
+
+
+def return_frames(autos, rules) -> frozenset[int]:
+    """Parser frames (rule << FRAME_BITS | state) that a stack's top is in right after one of
+    ``rules`` completed, when the caller still has a symbol to read there (an array's item:
+    ``,`` or ``]`` follow) -- the return states of the edges that call them."""
+    from .parser import FRAME_BITS
+
+    out = set()
+    for r, a in enumerate(autos):
+        for edges in a.nt_edges:
+            for n, nxt in edges:
+                if n in rules:
+                    out.add((r << FRAME_BITS) | nxt)
+    return frozenset(out)
+
+
+def finishing_terminals(autos, rules) -> dict[int, dict[int, frozenset]]:
+    """Per rule of ``rules``: state -> the terminals whose edge from it ends the rule (an
+    object's ``}``).  A stack about to scan one of them closes that object."""
+    out = {}
+    for r in rules:
+        a = autos[r]
+        fin = {}
+        for st, edges in enumerate(a.term_edges):
+            ts = frozenset(t for t, nxt in edges.items() if a.final[nxt])
+            if ts:
+                fin[st] = ts
+        out[r] = fin
+    return out
+
+
+def canonical(v):
+    """A hashable value equal exactly when two JSON values are equal under JSON Schema."""
+    if isinstance(v, bool):
+        return ("b", v)
+    if isinstance(v, (int, Decimal)):
+        return ("n", v)
+    if isinstance(v, str):
+        return ("s", v)
+    if v is None:
+        return ("z",)
+    if isinstance(v, list):
+        return ("a", tuple(canonical(x) for x in v))
+    return ("o", frozenset((k, canonical(x)) for k, x in v.items()))
+
+
+def _value_of(text: bytes):
+    return canonical(json.loads(text, parse_float=Decimal))
+
+
+def track(tracker: tuple, b: int, pos: int, buf) -> tuple:
+    """The tracker after output byte ``b`` at offset ``pos`` of ``buf``."""
+    in_str, esc, frames, closed = tracker
+    if in_str:
+        if esc:
+            return (True, False, frames, closed)
+        if b == _BACKSLASH:
+            return (True, True, frames, closed)
+        if b == _QUOTE:
+            top = frames[-1] if frames else None
+            if top is not None and top[0] == "o" and top[2] >= 0:  # an object's key ends here
+                key = json.loads(bytes(buf[top[2]:pos + 1]))
+                frames = frames[:-1] + (("o", top[1] | {key}, -2),)
+            return (False, False, frames, closed)
+        return tracker
+    if b in _WS:
+        return tracker
+    top = frames[-1] if frames else None
+    if top is not None and top[0] == "a" and top[1] < 0:  # an array's next item starts here
+        top = ("a", pos, top[2])
+        frames = frames[:-1] + (top,)
+    if b == _QUOTE:
+        if top is not None and top[0] == "o" and top[2] == -1:
+            frames = frames[:-1] + (("o", top[1], pos),)
+        return (True, False, frames, closed)
+    if b == _OPEN_ARRAY:
+        return (False, False, frames + (("a", -1, frozenset()),), closed)
+    if b == _OPEN_OBJECT:
+        return (False, False, frames + (("o", frozenset(), -1),), closed)
+    if b == _CLOSE_ARRAY:
+        return (False, False, frames[:-1], closed)
+    if b == _CLOSE_OBJECT:
+        return (False, False, frames[:-1], top[1] if top is not None and top[0] == "o" else closed)
+    if b == _COMMA and top is not None:
+        frames = frames[:-1] + ((("a", -1, top[2]) if top[0] == "a" else ("o", top[1], -1)),)
+    return (False, False, frames, closed)
+
+
+def _current_item(frames: tuple, buf, end: int):
+    """(the innermost array's frame, the canonical value of its item ending at ``end``) or None
+    when no array item is open there."""
+    top = frames[-1] if frames else None
+    if top is None or top[0] != "a" or top[1] < 0:
+        return None
+    try:
+        return top, _value_of(bytes(buf[top[1]:end]))
+    except ValueError:  # not a whole JSON value: the parser's view and the text disagree
+        return None
+
+
+def close_ok(check: tuple, keys: frozenset) -> bool:
+    """An object's distinct keys against its close check (required, presence, minp, maxp)."""
+    from ..grammar.json_schema import _eval_presence
+
+    required, presence, minp, maxp = check
+    return (required <= keys and minp <= len(keys) and (maxp is None or len(keys) <= maxp)
+            and all(_eval_presence(p, keys) for p in presence))
+
+
+def _failing(g, cid2: int, tracker: tuple, buf, end: int, record: bool):
+    """The stacks of ``cid2`` failing a check at this boundary (a set of stack indices, None when no
+    check applies) and the tracker with the completed item recorded (when ``record``)."""
+    stacks = g.parser.stacks[cid2]
+    failing = None
+    in_str, esc, frames, closed = tracker
+    if g.unique_frames:
+        done = [i for i, st in enumerate(stacks) if st[-1] in g.unique_frames]
+        if done:
+            cur = _current_item(frames, buf, end)
+            if cur is not None:
+                top, v = cur
+                if v in top[2]:
+                    failing = set(done)
+                elif record:
+                    frames = frames[:-1] + (("a", top[1], top[2] | {v}),)
+    return failing, (in_str, esc, frames, closed)
+
+
+def close_pruned(g, cid: int, terms: tuple, tracker: tuple) -> int:
+    """Before scanning ``terms`` from ``cid``: drop the stacks that close an object (checked as a
+    whole: ``close_checks``) whose keys -- the object the tracker closed last -- fail its check
+    (-1 when no stack is left)."""
+    from .parser import FRAME_BITS, FRAME_MASK
+
+    stacks = g.parser.stacks[cid]
+    failing = None
+    for i, st in enumerate(stacks):
+        top = st[-1]
+        fin = g.close_finish.get(top >> FRAME_BITS)
+        if fin is None:
+            continue
+        ts = fin.get(top & FRAME_MASK)
+        if ts and not ts.isdisjoint(terms) and not close_ok(g.close_checks[top >> FRAME_BITS], tracker[3]):
+            failing = (failing or set()) | {i}
+    return cid if not failing else g.parser.without_stacks(cid, failing)
+
+
+def value_completed(g, cid2: int, tracker: tuple, buf, end: int) -> tuple[int, tuple]:
+    """Run the checks for the configuration ``cid2`` just scanned (a value ending at ``end``):
+    returns (configuration, tracker) -- the configuration -1 (reject), ``cid2``, or ``cid2``
+    without the stacks that failed; a new unique item recorded."""
+    failing, tracker = _failing(g, cid2, tracker, buf, end, True)
+    if not failing:
+        return cid2, tracker
+    return g.parser.without_stacks(cid2, failing), tracker
+
+
+def completes_violation(g, cid2: int, tracker: tuple, buf, end: int) -> bool:
+    """True when scanning into ``cid2`` fails a check on every stack (the early check, on the byte
+    that closes a value; nothing is recorded)."""
+    failing, _ = _failing(g, cid2, tracker, buf, end, False)
+    return bool(failing) and len(failing) == len(g.parser.stacks[cid2])
+
+
+def checked_advance(g, cid: int, lx, ls: int, data: bytes, tracker: tuple, out: bytearray):
+    """``CompiledGrammar.advance`` with the value checks: returns ((cid, lexer, state), tracker)
+    or None when a byte is not allowed or completes a value that fails a check.  ``out`` is the
+    output before ``data`` (not modified)."""
+    parser = g.parser
+    ignore = parser._ignore_set
+    buf = out + data
+    base = len(out)
+    tl, nc, cm = lx.core.flat_trans, lx.n_classes, lx.core.classmap_list
+    for i, b in enumerate(data):
+        ns = tl[ls * nc + cm[b]]
+        if ns >= 0:
+            ls = ns
+        else:
+            a = int(lx.boundary[ls])
+            if a < 0:
+                return None
+            terms = lx.acc_set(a)
+            if g.close_finish:
+                cid = close_pruned(g, cid, terms, tracker)
+                if cid < 0:
+                    return None
+            cid = parser.scan(cid, terms)
+            if cid < 0:
+                return None
+            if g.unique_frames and not ignore.issuperset(terms):
+                cid, tracker = value_completed(g, cid, tracker, buf, base + i)
+                if cid < 0:
+                    return None
+            lx = g.lexer_for(cid)
+            tl, nc, cm = lx.core.flat_trans, lx.n_classes, lx.core.classmap_list
+            ls = tl[cm[b]]
+            if ls < 0:
+                return None
+        tracker = track(tracker, b, base + i, buf)
+        a = int(lx.acc_id[ls])
+        if a >= 0 and lx.core.is_dead_end(ls):  # the lexeme cannot grow: it is complete at this byte
+            terms = lx.acc_set(a)
+            c1 = close_pruned(g, cid, terms, tracker) if g.close_finish else cid
+            c2 = parser.scan(c1, terms) if c1 >= 0 else -1
+            if c2 < 0:
+                return None  # every reading closes an object that fails its check
+            if g.unique_frames and not ignore.issuperset(terms) and completes_violation(g, c2, tracker, buf,
+                                                                                          base + i + 1):
+                return None
+    return (cid, lx, ls), tracker
