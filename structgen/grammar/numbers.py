@@ -6,7 +6,8 @@ are compiled digit by digit: a DFA for "unsigned decimal <= B" and one for
 leading '-'.  ``multipleOf`` any finite decimal M/10^e is a remainder
 automaton over x * 10^e mod M (positional spellings, trailing zeros allowed).  Bounded
 numbers are written without exponents (a bound on ``1e400``-style text is not
-worth the states); unbounded ones accept the full JSON grammar.
+worth the states), but where a one-sided bound at or beyond zero holds whatever
+the exponent (``minimum: 0``: ``1e-06``); unbounded ones accept the full JSON grammar.
 """
 from __future__ import annotations
 
@@ -214,11 +215,34 @@ def number_dfa(*, integer: bool, minimum=None, maximum=None, exclusive_minimum=N
         if integer and allow_integer_fraction:
             # 5.0 is an integer too: allow a zero fraction after in-range integers
             d = _with_zero_fraction(d)
+        elif not integer:
+            for rx in _exponent_half_lines(lo, lo_excl, hi, hi_excl):
+                d = union(d, compile_regex(rx))
     else:
         d = compile_regex(_integer_regex(allow_integer_fraction) if integer else r"-?(0|[1-9][0-9]*)(\.[0-9]+)?")
     if multiple_of is not None:
         d = intersect(d, _multiple_dfa(multiple_of, integer, allow_integer_fraction))
     return d
+
+
+_UNSIGNED_EXP = r"(0|[1-9][0-9]*)(\.[0-9]+)?[eE][+-]?[0-9]+"
+_NONZERO_EXP = r"([1-9][0-9]*(\.[0-9]+)?|0\.[0-9]*[1-9][0-9]*)[eE][+-]?[0-9]+"
+
+
+def _exponent_half_lines(lo, lo_excl: bool, hi, hi_excl: bool) -> list[str]:
+    """Exponent spellings a one-sided bound at or beyond zero admits whatever the exponent:
+    ``minimum: 0`` holds for every non-negative number, so ``1e-06`` is as valid as
+    ``0.000001`` (data written by other tools uses it).  Other bounded numbers stay positional."""
+    out = []
+    if hi is None and lo is not None and (lo < 0 or (lo == 0 and not lo_excl)):
+        out.append(_UNSIGNED_EXP)  # every non-negative number is >= lo
+    elif hi is None and lo == 0:
+        out.append(_NONZERO_EXP)  # exclusiveMinimum 0: a mantissa with a non-zero digit
+    if lo is None and hi is not None and (hi > 0 or (hi == 0 and not hi_excl)):
+        out.append("-" + _UNSIGNED_EXP)
+    elif lo is None and hi == 0:
+        out.append("-" + _NONZERO_EXP)
+    return out
 
 
 def _integer_regex(allow_fraction: bool) -> str:
