@@ -19,7 +19,7 @@ from .lexer import Lexer, LexerCache
 from .parser import Parser
 from .rules import build_rule_automata, compute_costs
 from .trie import TokenTrie, or_words
-from .value_checks import finishing_terminals, return_frames
+from .value_checks import finishing_terminals, return_frames, rule_done_states
 from .walks import TrieWalker
 
 MASK_CACHE_ENTRIES = 4096
@@ -52,6 +52,12 @@ class CompiledGrammar:
         self.unique_frames = return_frames(autos, unique_rules) if unique_rules else frozenset()
         self.close_checks = {rule_index[n]: c for n, c in ir.meta.get("close_checks", {}).items() if n in rule_index}
         self.close_finish = finishing_terminals(autos, self.close_checks)
+        # values the automaton over-approximates, validated with jsonschema as they complete
+        self.value_checks = {rule_index[n]: c for n, c in ir.meta.get("value_checks", {}).items() if n in rule_index}
+        self.rule_done = rule_done_states(autos) if self.value_checks else []
+        self.pre_scan_checks = bool(self.close_checks or self.value_checks)
+        self.checks = bool(self.unique_frames or self.pre_scan_checks)
+        self.check_memo: dict = {}
         self.lexers = LexerCache(self.term_dfas)
         self.vocab_size = tokenizer.vocab_size
         self.n_words = (self.vocab_size + 31) // 32

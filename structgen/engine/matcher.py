@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from .compiled import CompiledGrammar
-from .value_checks import EMPTY_TRACKER, checked_advance
+from .value_checks import EMPTY_TRACKER, can_end_checked, checked_advance
 
 
 _views: dict[int, tuple] = {}
@@ -51,7 +51,7 @@ class Matcher:
         self._bytes: list[bytes] = []
         # checks at value boundaries (grammars that have them only): the value tracker and the
         # output so far, with the tracker before each history entry (see structgen.engine.value_checks)
-        self._tracker = EMPTY_TRACKER if g.unique_frames or g.close_finish else None
+        self._tracker = EMPTY_TRACKER if g.checks else None
         self._out = bytearray()
         self._tracker_history: list[tuple] = []
 
@@ -74,7 +74,11 @@ class Matcher:
 
     def is_accepting(self) -> bool:
         """True when the output so far is complete (EOS may follow)."""
-        return self._terminated or self.grammar.can_end(*self._state)
+        if self._terminated:
+            return True
+        if self._tracker is not None:  # the pending value's checks decide too
+            return can_end_checked(self.grammar, *self._state, self._tracker, self._out)
+        return self.grammar.can_end(*self._state)
 
     def is_terminated(self) -> bool:
         """True once EOS was accepted, or when nothing but EOS can follow."""
@@ -91,7 +95,12 @@ class Matcher:
         """The allowed set as uint32 words (bit t of word t//32); read-only, cached."""
         if self._terminated:
             return np.zeros(self.grammar.n_words, dtype=np.uint32)
-        return self.grammar.mask(*self._state)
+        m = self.grammar.mask(*self._state)
+        if self._tracker is not None and self.grammar.can_end(*self._state) and not self.is_accepting():
+            m = m.copy()  # the automaton could end here, but the pending value fails its check
+            for e in self.grammar.eos_ids:
+                m[e >> 5] &= ~np.uint32(1 << (e & 31))
+        return m
 
     def fill_next_token_bitmask(self, bitmask, index: int = 0) -> None:
         """Write row ``index`` of an int32 bitmask (torch tensor or numpy array)

@@ -12,7 +12,11 @@ Two JSON Schema constraints are checked here rather than compiled into the autom
   track in the automaton (``property_order="any"``): the object rule is listed in
   ``GrammarIR.meta["close_checks"]`` with its required keys, presence conditions
   (``dependentRequired`` ...) and property-count bounds, tested on the distinct keys when
-  the object closes.
+  the object closes;
+* any other keyword the automaton can only over-approximate (``oneOf`` branches that overlap,
+  ``not`` of a compound schema, ``contains``, ``dependentSchemas`` ...): the value holding it is
+  a rule of its own (``chk...``, in ``GrammarIR.meta["value_checks"]`` with jsonschema
+  validators for its schemas), and the completed value is validated.
 
 Where a value's last lexeme cannot grow (a string's closing quote, ``}``, ``]``, ``true``)
 the check runs on the byte that completes it, so the token writing the closing quote of a
@@ -35,11 +39,13 @@ _QUOTE, _BACKSLASH, _COMMA = 0x22, 0x5C, 0x2C
 _OPEN_ARRAY, _CLOSE_ARRAY, _OPEN_OBJECT, _CLOSE_OBJECT = 0x5B, 0x5D, 0x7B, 0x7D
 
 #: Tracker state: (inside a string, after a backslash, open containers, keys of the object closed
-#: last).  An open array is ``("a", start, values)``: the offset where its current item began (-1
-#: while waiting for it) and the canonical values of its earlier checked items; an open object is
-#: ``("o", keys, key_start)``: its keys so far and where its current key began (-1 while waiting
-#: for a key, -2 inside a member's value).
-EMPTY_TRACKER: tuple = (False, False, (), frozenset())
+#: last, offset where the top-level value began or -1).  An open array is ``("a", start, values)``:
+#: the offset where its current item began (-1 while waiting for it) and the canonical values of
+#: its earlier checked items; an open object is ``("o", keys, key_start, value_start)``: its keys so
+#: far, where its current key began (-1 while waiting for a key, -2 once it ended) and where the
+#: current member's value began (-1 right after the colon, -2 outside a value).
+EMPTY_TRACKER: tuple = (False, False, (), frozenset(), -1)
+_COLON = 0x3A
 
 
 def return_frames(autos, rules) -> frozenset[int]:
@@ -93,40 +99,60 @@ def _value_of(text: bytes):
 
 def track(tracker: tuple, b: int, pos: int, buf) -> tuple:
     """The tracker after output byte ``b`` at offset ``pos`` of ``buf``."""
-    in_str, esc, frames, closed = tracker
+    in_str, esc, frames, closed, root = tracker
     if in_str:
         if esc:
-            return (True, False, frames, closed)
+            return (True, False, frames, closed, root)
         if b == _BACKSLASH:
-            return (True, True, frames, closed)
+            return (True, True, frames, closed, root)
         if b == _QUOTE:
             top = frames[-1] if frames else None
             if top is not None and top[0] == "o" and top[2] >= 0:  # an object's key ends here
                 key = json.loads(bytes(buf[top[2]:pos + 1]))
-                frames = frames[:-1] + (("o", top[1] | {key}, -2),)
-            return (False, False, frames, closed)
+                frames = frames[:-1] + (("o", top[1] | {key}, -2, -2),)
+            return (False, False, frames, closed, root)
         return tracker
     if b in _WS:
         return tracker
     top = frames[-1] if frames else None
-    if top is not None and top[0] == "a" and top[1] < 0:  # an array's next item starts here
-        top = ("a", pos, top[2])
+    if top is None:
+        if root < 0:
+            root = pos
+    elif top[0] == "a":
+        if top[1] < 0:  # an array's next item starts here
+            top = ("a", pos, top[2])
+            frames = frames[:-1] + (top,)
+    elif top[3] == -1:  # a member's value starts here
+        top = ("o", top[1], top[2], pos)
         frames = frames[:-1] + (top,)
     if b == _QUOTE:
         if top is not None and top[0] == "o" and top[2] == -1:
-            frames = frames[:-1] + (("o", top[1], pos),)
-        return (True, False, frames, closed)
+            frames = frames[:-1] + (("o", top[1], pos, -2),)
+        return (True, False, frames, closed, root)
     if b == _OPEN_ARRAY:
-        return (False, False, frames + (("a", -1, frozenset()),), closed)
+        return (False, False, frames + (("a", -1, frozenset()),), closed, root)
     if b == _OPEN_OBJECT:
-        return (False, False, frames + (("o", frozenset(), -1),), closed)
+        return (False, False, frames + (("o", frozenset(), -1, -2),), closed, root)
     if b == _CLOSE_ARRAY:
-        return (False, False, frames[:-1], closed)
+        return (False, False, frames[:-1], closed, root)
     if b == _CLOSE_OBJECT:
-        return (False, False, frames[:-1], top[1] if top is not None and top[0] == "o" else closed)
-    if b == _COMMA and top is not None:
-        frames = frames[:-1] + ((("a", -1, top[2]) if top[0] == "a" else ("o", top[1], -1)),)
-    return (False, False, frames, closed)
+        return (False, False, frames[:-1], top[1] if top is not None and top[0] == "o" else closed, root)
+    if top is not None:
+        if b == _COMMA:
+            frames = frames[:-1] + ((("a", -1, top[2]) if top[0] == "a" else ("o", top[1], -1, -2)),)
+        elif b == _COLON and top[0] == "o":
+            frames = frames[:-1] + (("o", top[1], top[2], -1),)
+    return (False, False, frames, closed, root)
+
+
+def value_start(tracker: tuple) -> int:
+    """Where the value that ends at the tracker's position began (the innermost container's
+    current item or member value, or the top-level value), -1 if unknown."""
+    frames = tracker[2]
+    if not frames:
+        return tracker[4]
+    top = frames[-1]
+    return top[1] if top[0] == "a" else top[3]
 
 
 def _current_item(frames: tuple, buf, end: int):
@@ -155,7 +181,7 @@ def _failing(g, cid2: int, tracker: tuple, buf, end: int, record: bool):
     check applies) and the tracker with the completed item recorded (when ``record``)."""
     stacks = g.parser.stacks[cid2]
     failing = None
-    in_str, esc, frames, closed = tracker
+    in_str, esc, frames, closed, root = tracker
     if g.unique_frames:
         done = [i for i, st in enumerate(stacks) if st[-1] in g.unique_frames]
         if done:
@@ -166,25 +192,76 @@ def _failing(g, cid2: int, tracker: tuple, buf, end: int, record: bool):
                     failing = set(done)
                 elif record:
                     frames = frames[:-1] + (("a", top[1], top[2] | {v}),)
-    return failing, (in_str, esc, frames, closed)
+    return failing, (in_str, esc, frames, closed, root)
 
 
-def close_pruned(g, cid: int, terms: tuple, tracker: tuple) -> int:
-    """Before scanning ``terms`` from ``cid``: drop the stacks that close an object (checked as a
-    whole: ``close_checks``) whose keys -- the object the tracker closed last -- fail its check
-    (-1 when no stack is left)."""
+def rule_done_states(autos) -> list[bytes]:
+    """Per rule: per state, 1 where the rule is complete there and nothing can follow (final, no
+    outgoing edge): a stack whose top reaches such a state pops it at once."""
+    out = []
+    for a in autos:
+        out.append(bytes(1 if a.final[st] and not a.term_edges[st] and not a.nt_edges[st] else 0
+                         for st in range(a.n_states)))
+    return out
+
+
+def _validates(g, rule: int, text: bytes) -> bool:
+    """The completed value ``text`` against the jsonschema validators of check rule ``rule``
+    (memoised per grammar: the early check and the scan meet the same text)."""
+    key = (rule, text)
+    hit = g.check_memo.get(key)
+    if hit is None:
+        validators = g.value_checks[rule][0]
+        try:
+            value = json.loads(text)
+            hit = all(v.is_valid(value) for v in validators)
+        except Exception:  # noqa: BLE001 - not a whole value, or a schema jsonschema cannot evaluate
+            hit = False
+        if len(g.check_memo) > 4096:
+            g.check_memo.clear()
+        g.check_memo[key] = hit
+    return hit
+
+
+def pre_scan_pruned(g, cid: int, terms: tuple, tracker: tuple, buf, end: int) -> int:
+    """Before scanning ``terms`` from ``cid`` (the lexeme ending at ``end``): drop the stacks that
+    complete a value failing its check -- an object whose keys (the object the tracker closed last)
+    fail its close check, or a checked value that does not validate (-1 when no stack is left)."""
     from .parser import FRAME_BITS, FRAME_MASK
 
     stacks = g.parser.stacks[cid]
     failing = None
     for i, st in enumerate(stacks):
         top = st[-1]
-        fin = g.close_finish.get(top >> FRAME_BITS)
-        if fin is None:
+        r, s = top >> FRAME_BITS, top & FRAME_MASK
+        fin = g.close_finish.get(r)
+        if fin is not None:
+            ts = fin.get(s)
+            if ts and not ts.isdisjoint(terms) and not close_ok(g.close_checks[r], tracker[3]):
+                failing = (failing or set()) | {i}
+                continue
+        if not g.value_checks:
             continue
-        ts = fin.get(top & FRAME_MASK)
-        if ts and not ts.isdisjoint(terms) and not close_ok(g.close_checks[top >> FRAME_BITS], tracker[3]):
-            failing = (failing or set()) | {i}
+        edges = g.parser.autos[r].term_edges[s]
+        for t in terms:
+            nxt = edges.get(t)
+            if nxt is None:
+                continue
+            k, rr, ss = len(st) - 1, r, nxt
+            ok = True
+            while g.rule_done[rr][ss]:  # the rule ends with this lexeme: it pops, and maybe its caller
+                if rr in g.value_checks:
+                    start = value_start(tracker)
+                    if start < 0 or not _validates(g, rr, bytes(buf[start:end])):
+                        ok = False
+                        break
+                k -= 1
+                if k < 0:
+                    break
+                rr, ss = st[k] >> FRAME_BITS, st[k] & FRAME_MASK
+            if not ok:
+                failing = (failing or set()) | {i}
+                break
     return cid if not failing else g.parser.without_stacks(cid, failing)
 
 
@@ -223,8 +300,8 @@ def checked_advance(g, cid: int, lx, ls: int, data: bytes, tracker: tuple, out: 
             if a < 0:
                 return None
             terms = lx.acc_set(a)
-            if g.close_finish:
-                cid = close_pruned(g, cid, terms, tracker)
+            if g.pre_scan_checks:
+                cid = pre_scan_pruned(g, cid, terms, tracker, buf, base + i)
                 if cid < 0:
                     return None
             cid = parser.scan(cid, terms)
@@ -243,11 +320,28 @@ def checked_advance(g, cid: int, lx, ls: int, data: bytes, tracker: tuple, out: 
         a = int(lx.acc_id[ls])
         if a >= 0 and lx.core.is_dead_end(ls):  # the lexeme cannot grow: it is complete at this byte
             terms = lx.acc_set(a)
-            c1 = close_pruned(g, cid, terms, tracker) if g.close_finish else cid
+            c1 = pre_scan_pruned(g, cid, terms, tracker, buf, base + i + 1) if g.pre_scan_checks else cid
             c2 = parser.scan(c1, terms) if c1 >= 0 else -1
             if c2 < 0:
-                return None  # every reading closes an object that fails its check
+                return None  # every reading completes a value that fails its check
             if g.unique_frames and not ignore.issuperset(terms) and completes_violation(g, c2, tracker, buf,
                                                                                           base + i + 1):
                 return None
     return (cid, lx, ls), tracker
+
+
+def can_end_checked(g, cid: int, lx, ls: int, tracker: tuple, out) -> bool:
+    """``CompiledGrammar.can_end`` with the checks the pending lexeme's end would run."""
+    if ls == 0:
+        return g.parser.can_end[cid]
+    a = int(lx.acc_id[ls])
+    if a < 0:
+        return False
+    terms = lx.acc_set(a)
+    c1 = pre_scan_pruned(g, cid, terms, tracker, out, len(out)) if g.pre_scan_checks else cid
+    c2 = g.parser.scan(c1, terms) if c1 >= 0 else -1
+    if c2 < 0:
+        return False
+    if g.unique_frames and completes_violation(g, c2, tracker, out, len(out)):
+        return False
+    return g.parser.can_end[c2]

@@ -274,6 +274,7 @@ class _Compiler:
         self._memo: dict[tuple, Expr | None] = {}
         self._in_progress: dict[tuple, str | None] = {}
         self._combinator_depth = 0
+        self._check_frames: list[list[str]] = []  # per value() being compiled: keywords left to a check
         self._branch_work = 0  # anyOf/oneOf branches compiled so far (bounded: MAX_BRANCH_CONJUNCTIONS)
         self._rules: dict[tuple, str] = {}
         self._terms: dict[tuple, Sym] = {}
@@ -312,7 +313,14 @@ class _Compiler:
         return sym
 
     def unsupported(self, node: _Node, keyword: str, why: str = "") -> None:
+        """A keyword the automaton cannot hold exactly: the grammar goes on with an
+        over-approximation and the value being compiled is validated when it completes (a check at
+        the value boundary, ``structgen.engine.value_checks``); with ``lenient=True`` the whole
+        output is validated at the end instead."""
         if self.opts.lenient:
+            return
+        if self._check_frames:
+            self._check_frames[-1].append(keyword)
             return
         msg = f"keyword {keyword!r} cannot be enforced exactly" + (f": {why}" if why else "") + \
               " (pass lenient=True to validate after generation instead)"
@@ -391,16 +399,30 @@ class _Compiler:
             self._in_progress[key] = name
             return Sym(name)
         self._in_progress[key] = None
+        self._check_frames.append([])
         try:
             flat = self.flatten(nodes, frozenset())
             expr = None if flat is None else self.conjunction(flat)
         finally:
             name = self._in_progress.pop(key)
+            checked = self._check_frames.pop()
+        if checked and expr is not None:
+            expr = self.checked_value(expr, nodes, checked)
         if name is not None:
             self.ir.rules[name] = expr if expr is not None else Alt(())
             expr = Sym(name) if expr is not None else None
         self._memo[key] = expr
         return expr
+
+    def checked_value(self, expr: Expr, nodes: list[_Node], keywords: list[str]) -> Sym:
+        """``expr`` over-approximates the value (``keywords`` could not be compiled exactly): a rule of
+        its own whose completed value is validated against every node's schema with jsonschema."""
+        v = self.validator()
+        subs = [v.evolve(schema=n.schema) for n in nodes if n.schema is not True]
+        sym = self.rule("chk", expr)
+        self.ir.meta.setdefault("value_checks", {})[sym.name] = (tuple(subs), tuple(sorted(set(keywords))),
+                                                                  nodes[0].ptr if nodes else "#")
+        return sym
 
     def _base_of(self, n: _Node) -> str:
         s = n.schema
@@ -835,10 +857,19 @@ class _Compiler:
         if presence and not all(_eval_presence(p, None) for p in presence):
             types &= {"object"}
         alts: list[Expr] = []
+        # values a "not" excludes: null and booleans drop out of their literal sets here (numbers and
+        # strings subtract them in their own automata); an excluded array or object value cannot be
+        # subtracted from a container grammar, so the value is checked as it completes
+        if any(v is None for v in excluded_values):
+            types.discard("null")
+        bools = [b for b in (True, False) if not any(type(v) is bool and v is b for v in excluded_values)]
+        if any(isinstance(v, (list, dict)) for v in excluded_values) and types & {"array", "object"}:
+            self.unsupported(nodes[0], "not", "an excluded array or object value")
         if "null" in types:
             alts.append(self.term(("lit", "null"), literal_dfa(b"null"), "NULL"))
-        if "boolean" in types:
-            alts.append(self.term(("lit", "bool"), literal_set_dfa([b"true", b"false"]), "BOOL"))
+        if "boolean" in types and bools:
+            words = [b"true" if b else b"false" for b in bools]
+            alts.append(self.term(("lit", "bool", tuple(words)), literal_set_dfa(words), "BOOL"))
         if "number" in types or "integer" in types:
             e = self.number(nodes, integer="number" not in types,
                             non_integer="integer" in excluded_types and "number" in types,
