@@ -196,6 +196,8 @@ def test_schema_errors_name_the_pointer(comp, schema, pointer):
     ({"oneOf": [{"type": "array", "items": {"type": "integer"}}, {"type": "array", "maxItems": 2}]},
      [[1, 2], [1, 2, 3], ["a"], ["a", "b", "c"], []]),
     ({"not": {"multipleOf": 3}}, [3, 4, 9.5, "x"]),
+    ({"type": "string", "pattern": "^(?=a)ab$"}, ["ab", "b", "abc"]),  # a lookaround
+    ({"properties": {"p": {"type": "string", "pattern": "(?<!x)y"}}}, [{"p": "y"}, {"p": "xy"}, {"p": "ay"}]),
 ])
 def test_keywords_beyond_the_automaton_are_checked_as_values_complete(comp, schema, values):
     """Keywords the automaton can only over-approximate compile to a value check (jsonschema on the
@@ -206,7 +208,7 @@ def test_keywords_beyond_the_automaton_are_checked_as_values_complete(comp, sche
 
 
 @pytest.mark.parametrize("schema,keyword", [
-    ({"type": "string", "pattern": "^(?=a)ab$"}, "pattern"),
+    ({"type": "object", "patternProperties": {"^(?=a)ab$": {"type": "integer"}}}, "patternProperties"),
     ({"$ref": "https://example.com/remote.json"}, "$ref"),
 ])
 def test_unsupported_keywords_are_refused(comp, schema, keyword):

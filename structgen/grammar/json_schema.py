@@ -1037,17 +1037,16 @@ class _Compiler:
             return self.chunked_string(lo, hi)
         try:
             d = string_dfa(tuple(patterns), lo, hi, tuple(formats))
-        except UnsupportedFeature as e:
-            if not self.opts.lenient:
-                raise UnsupportedFeature(str(e).split(": ", 1)[-1], pointer=nodes[0].ptr, keyword=e.keyword) from None
-            d = string_dfa(tuple(patterns), 0, None, ())
         except Exception as e:
             from ..errors import GrammarError
 
-            if isinstance(e, GrammarError):  # beyond the automaton limits, not an invalid schema
-                raise UnsupportedFeature(str(e), pointer=nodes[0].ptr,
-                                         keyword="pattern" if patterns else "format" if formats else "maxLength") from None
-            raise
+            if not isinstance(e, (UnsupportedFeature, GrammarError)):
+                raise
+            # a pattern no automaton holds (lookaround, an anchor mid-pattern), a format that needs a
+            # parser, or automata over their limits: any string here, the value checked as it completes
+            keyword = getattr(e, "keyword", None) or ("pattern" if patterns else "format" if formats else "maxLength")
+            self.unsupported(nodes[0], keyword, str(e).split(": ", 1)[-1])
+            d = string_dfa()
         for f in not_formats:
             d = difference(d, string_dfa(formats=(f,)))
         for p in not_patterns:
