@@ -158,11 +158,33 @@ def check_schema(schema) -> None:
 
 
 def make_validator(schema):
-    """A jsonschema validator with format assertion, for final checks."""
+    """A jsonschema validator with format assertion, for final checks and value checks.  Formats
+    the compiler asserts are checked with the compiler's own automata (as the grammar checks them:
+    jsonschema's own checkers for ``uri`` and others need optional packages, and without them it
+    accepts any string)."""
     import jsonschema
 
     cls = _validator_for(schema)
-    return cls(schema, format_checker=jsonschema.FormatChecker())
+    return cls(schema, format_checker=_format_checker())
+
+
+_FORMAT_CHECKER = None
+
+
+def _format_checker():
+    global _FORMAT_CHECKER
+    if _FORMAT_CHECKER is None:
+        import jsonschema
+
+        fc = jsonschema.FormatChecker()
+        for fmt in FORMAT_REGEXES:
+            def check(value, fmt=fmt) -> bool:
+                if not isinstance(value, str):
+                    return True  # formats say nothing about other types
+                return string_dfa(formats=(fmt,)).matches(json.dumps(value, ensure_ascii=False).encode())
+            fc.checks(fmt)(check)
+        _FORMAT_CHECKER = fc
+    return _FORMAT_CHECKER
 
 
 # --------------------------------------------------------------------------------------
@@ -1046,7 +1068,13 @@ class _Compiler:
             # parser, or automata over their limits: any string here, the value checked as it completes
             keyword = getattr(e, "keyword", None) or ("pattern" if patterns else "format" if formats else "maxLength")
             self.unsupported(nodes[0], keyword, str(e).split(": ", 1)[-1])
-            d = string_dfa()
+            d = None
+            for approx in ((patterns, formats), ((), formats), (patterns, ()), ((), ())):
+                try:  # the tightest over-approximation that compiles (dropping bounds, then patterns...)
+                    d = string_dfa(tuple(approx[0]), 0, None, tuple(approx[1]))
+                    break
+                except (UnsupportedFeature, GrammarError):
+                    continue
         for f in not_formats:
             d = difference(d, string_dfa(formats=(f,)))
         for p in not_patterns:
