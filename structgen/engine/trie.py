@@ -259,14 +259,21 @@ def _walk_range(j, end, node_byte, node_depth, node_end, node_word, node_bit, no
                 mask[t >> 5] |= np.uint32(1) << np.uint32(t & 31)
         nb = node_plain_below[j]
         if nb and plain_loop[ns] >= nb:
-            e = np.int64(node_end[j])
-            for p in range(tok_ptr[j + 1], tok_ptr[e]):
-                t = tok_ids[p]
-                mask[t >> 5] |= np.uint32(1) << np.uint32(t & 31)
-            j = e
+            j = _take_below(j, node_end, tok_ptr, tok_ids, mask)
             continue
         j += 1
     return n_ev
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _take_below(j, node_end, tok_ptr, tok_ids, mask):
+    """Allow every token below node ``j`` (a subtree of plain text under a state that loops on
+    it); returns the node after the subtree."""
+    e = np.int64(node_end[j])
+    for p in range(tok_ptr[j + 1], tok_ptr[e]):
+        t = tok_ids[p]
+        mask[t >> 5] |= np.uint32(1) << np.uint32(t & 31)
+    return e
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
@@ -454,11 +461,7 @@ def anchored_walk(node_byte, node_depth, node_end, node_word, node_bit, node_mul
             _set_node(j, node_word, node_bit, node_multi, tok_ptr, tok_ids, mask)
             nb = node_plain_below[j]
             if nb and plain_loop[ns] >= nb:
-                e2 = np.int64(node_end[j])
-                for p in range(tok_ptr[j + 1], tok_ptr[e2]):
-                    t = tok_ids[p]
-                    mask[t >> 5] |= np.uint32(1) << np.uint32(t & 31)
-                j = e2
+                j = _take_below(j, node_end, tok_ptr, tok_ids, mask)
                 continue
             j += 1
     if n_kept == 0:
