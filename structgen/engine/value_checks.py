@@ -15,8 +15,8 @@ Two JSON Schema constraints are checked here rather than compiled into the autom
   the object closes;
 * any other keyword the automaton can only over-approximate (``oneOf`` branches that overlap,
   ``not`` of a compound schema, ``contains``, ``dependentSchemas`` ...): the value holding it is
-  a rule of its own (``chk...``, in ``GrammarIR.meta["value_checks"]`` with jsonschema
-  validators for its schemas), and the completed value is validated.
+  a rule of its own (``chk...``, in ``GrammarIR.meta["value_checks"]`` with the jsonschema
+  validators of its schemas), and the completed value is validated.
 
 Where a value's last lexeme cannot grow (a string's closing quote, ``}``, ``]``, ``true``)
 the check runs on the byte that completes it, so the token writing the closing quote of a
@@ -211,7 +211,7 @@ def _validates(g, rule: int, text: bytes) -> bool:
     key = (rule, text)
     hit = g.check_memo.get(key)
     if hit is None:
-        validators = g.value_checks[rule][0]
+        validators = g.value_checks[rule]
         try:
             value = json.loads(text)
             hit = all(v.is_valid(value) for v in validators)
@@ -319,15 +319,20 @@ def checked_advance(g, cid: int, lx, ls: int, data: bytes, tracker: tuple, out: 
         tracker = track(tracker, b, base + i, buf)
         a = int(lx.acc_id[ls])
         if a >= 0 and lx.core.is_dead_end(ls):  # the lexeme cannot grow: it is complete at this byte
-            terms = lx.acc_set(a)
-            c1 = pre_scan_pruned(g, cid, terms, tracker, buf, base + i + 1) if g.pre_scan_checks else cid
-            c2 = parser.scan(c1, terms) if c1 >= 0 else -1
-            if c2 < 0:
+            if _ended(g, cid, lx.acc_set(a), tracker, buf, base + i + 1) < 0:
                 return None  # every reading completes a value that fails its check
-            if g.unique_frames and not ignore.issuperset(terms) and completes_violation(g, c2, tracker, buf,
-                                                                                          base + i + 1):
-                return None
     return (cid, lx, ls), tracker
+
+
+def _ended(g, cid: int, terms: tuple, tracker: tuple, buf, end: int) -> int:
+    """The configuration after the pending lexeme (``terms``, ending at ``end``) ends, with the
+    checks it would run (nothing recorded); -1 when every reading fails one."""
+    c1 = pre_scan_pruned(g, cid, terms, tracker, buf, end) if g.pre_scan_checks else cid
+    c2 = g.parser.scan(c1, terms) if c1 >= 0 else -1
+    if c2 >= 0 and g.unique_frames and not g.parser._ignore_set.issuperset(terms) \
+            and completes_violation(g, c2, tracker, buf, end):
+        return -1
+    return c2
 
 
 def can_end_checked(g, cid: int, lx, ls: int, tracker: tuple, out) -> bool:
@@ -337,11 +342,5 @@ def can_end_checked(g, cid: int, lx, ls: int, tracker: tuple, out) -> bool:
     a = int(lx.acc_id[ls])
     if a < 0:
         return False
-    terms = lx.acc_set(a)
-    c1 = pre_scan_pruned(g, cid, terms, tracker, out, len(out)) if g.pre_scan_checks else cid
-    c2 = g.parser.scan(c1, terms) if c1 >= 0 else -1
-    if c2 < 0:
-        return False
-    if g.unique_frames and completes_violation(g, c2, tracker, out, len(out)):
-        return False
-    return g.parser.can_end[c2]
+    c2 = _ended(g, cid, lx.acc_set(a), tracker, out, len(out))
+    return c2 >= 0 and g.parser.can_end[c2]

@@ -429,21 +429,20 @@ class _Compiler:
             name = self._in_progress.pop(key)
             checked = self._check_frames.pop()
         if checked and expr is not None:
-            expr = self.checked_value(expr, nodes, checked)
+            expr = self.checked_value(expr, nodes)
         if name is not None:
             self.ir.rules[name] = expr if expr is not None else Alt(())
             expr = Sym(name) if expr is not None else None
         self._memo[key] = expr
         return expr
 
-    def checked_value(self, expr: Expr, nodes: list[_Node], keywords: list[str]) -> Sym:
-        """``expr`` over-approximates the value (``keywords`` could not be compiled exactly): a rule of
+    def checked_value(self, expr: Expr, nodes: list[_Node]) -> Sym:
+        """``expr`` over-approximates the value (a keyword could not be compiled exactly): a rule of
         its own whose completed value is validated against every node's schema with jsonschema."""
         v = self.validator()
-        subs = [v.evolve(schema=n.schema) for n in nodes if n.schema is not True]
         sym = self.rule("chk", expr)
-        self.ir.meta.setdefault("value_checks", {})[sym.name] = (tuple(subs), tuple(sorted(set(keywords))),
-                                                                  nodes[0].ptr if nodes else "#")
+        self.ir.meta.setdefault("value_checks", {})[sym.name] = tuple(
+            v.evolve(schema=n.schema) for n in nodes if n.schema is not True)
         return sym
 
     def _base_of(self, n: _Node) -> str:
@@ -1438,7 +1437,7 @@ class _Compiler:
         may follow any other, and the distinct keys are checked when the object closes (required
         keys, presence conditions, property counts: ``structgen.engine.value_checks``), so the
         token writing the ``}`` of an object that misses one is refused."""
-        if any(k not in {k for k, _ in members} for k in required):
+        if not required <= {k for k, _ in members}:
             return None  # a required key with no allowed value
         moves = [e for _, e in members] + ([add_member] if add_member is not None else [])
         if not moves:
