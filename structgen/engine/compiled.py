@@ -18,7 +18,7 @@ from ..grammar.ir import GrammarIR
 from .lexer import Lexer, LexerCache
 from .parser import Parser
 from .rules import build_rule_automata, compute_costs
-from .trie import TokenTrie, or_words
+from .trie import TokenTrie, clear_tokens_where, or_words
 from .value_checks import finishing_terminals, return_frames, rule_done_states
 from .walks import TrieWalker
 
@@ -59,6 +59,14 @@ class CompiledGrammar:
         self.checks = bool(self.unique_frames or self.pre_scan_checks)
         self.check_memo: dict = {}
         self.lexers = LexerCache(self.term_dfas)
+        # an any-order object's "any other key" terminal -> its key literals: lexers holding it hold
+        # them all (see Lexer), so the sets of keys left share one lexer and its walks
+        self.key_families = {term_index[d]: frozenset(term_index[k] for k in keys)
+                             for d, keys in ir.meta.get("key_families", {}).items()}
+        self._lexer_of: dict[int, Lexer] = {}
+        self._lexer_by_allowed: dict[tuple, Lexer] = {}
+        self._excluded_of: dict[int, frozenset] = {}
+        self._refused_ends: dict[int, np.ndarray | None] = {}  # per configuration: end states it refuses
         self.vocab_size = tokenizer.vocab_size
         self.n_words = (self.vocab_size + 31) // 32
         self.eos_ids = tuple(t for t in tokenizer.eos_ids if t < self.vocab_size)
@@ -68,7 +76,25 @@ class CompiledGrammar:
 
     # -- state helpers ---------------------------------------------------------
     def lexer_for(self, cid: int) -> Lexer:
-        return self.lexers.get(self.parser.allowed[cid])
+        lx = self._lexer_of.get(cid)
+        if lx is None:
+            allowed = self.parser.allowed[cid]
+            lx = self._lexer_by_allowed.get(allowed)
+            if lx is None:
+                fams = self.key_families
+                others = fams.keys() & allowed  # the "any other key" terminals allowed
+                widened = frozenset().union(*(fams[t] for t in others)) if others else frozenset()
+                lx = self._lexer_by_allowed[allowed] = self.lexers.get(
+                    tuple(sorted(widened.union(allowed))) if widened else allowed, widened)
+            self._lexer_of[cid] = lx
+        return lx
+
+    def excluded(self, cid: int, lx: Lexer) -> frozenset:
+        """The widened literals of ``lx`` (see :class:`Lexer`) the parser does not allow in ``cid``."""
+        ex = self._excluded_of.get(cid)
+        if ex is None:
+            ex = self._excluded_of[cid] = lx.widened.difference(self.parser.allowed[cid])
+        return ex
 
     def advance(self, cid: int, lx: Lexer, ls: int, data: bytes):
         """Feed bytes from a state; returns the new (cid, lexer, lexer state) or None."""
@@ -90,6 +116,10 @@ class CompiledGrammar:
             ls = tl[cm[b]]
             if ls < 0:
                 return None
+        if lx.widened:
+            a = int(lx.acc_id[ls])
+            if a >= 0 and self.excluded(cid, lx).issuperset(lx.acc_set(a)) and lx.core.is_dead_end(ls):
+                return None  # a key the object already has (or may not have), complete: nothing can follow
         return cid, lx, ls
 
     def can_end(self, cid: int, lx: Lexer, ls: int) -> bool:
@@ -129,6 +159,8 @@ class CompiledGrammar:
                 return m
             inside = self._walker.inside(lx, ls)
             m = inside.mask.copy()
+            if lx.widened and ls < lx.core._n_prod:
+                self._clear_ends(cid, lx, m, ls)
             if len(inside.ev_nodes):
                 self._continue(cid, lx, inside, m)
             if self.can_end(cid, lx, ls):
@@ -160,8 +192,25 @@ class CompiledGrammar:
                 w2 = cont(gid, nodes, lx2)
                 if len(w2.words):
                     or_words(m, w2.words, w2.vals)
+                    if lx2.widened:
+                        self._clear_ends(c2, lx2, m, 0, gid, nodes)
                 if len(w2.ev_nodes):
                     todo.append((c2, lx2, w2))
+
+    def _clear_ends(self, cid: int, lx: Lexer, m: np.ndarray, ls: int, gid: int = 0, nodes=None) -> None:
+        """Drop the tokens that complete a widened literal the parser does not allow (see
+        :class:`Lexer`) from a walk from state ``ls`` or from group ``gid``'s boundary nodes."""
+        refused = self._refused_ends.get(cid, False)
+        if refused is False:
+            bad, refused = self.excluded(cid, lx), None
+            if bad:
+                refused = np.zeros(lx.core.n_states, dtype=np.uint8)
+                for s, terms in lx.end_terms.items():
+                    refused[s] = bad.issuperset(terms)
+            self._refused_ends[cid] = refused
+        if refused is not None:
+            states, toks = self._walker.end_hits(lx, ls, gid, nodes)
+            clear_tokens_where(m, states, toks, refused)
 
     # -- introspection --------------------------------------------------------------
     def stats(self) -> dict:

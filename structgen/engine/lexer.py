@@ -244,13 +244,22 @@ def lexer_core(dfas: tuple[DFA, ...]) -> LexerCore:
 
 
 class Lexer:
-    """A core bound to one grammar's terminal ids."""
+    """A core bound to one grammar's terminal ids.
 
-    def __init__(self, lexer_id: int, term_ids: tuple[int, ...], dfas: list[DFA]):
+    ``widened`` are key literals held beside an object's "any other key" terminal whether or not
+    the parser still allows them (``CompiledGrammar.lexer_for``): every set of keys left in an
+    any-order object then shares one lexer, with its walks.  That is exact but for the states
+    where such a literal's closing quote ends a lexeme nothing else can extend (``end_terms``):
+    a token ending there is allowed only when the parser allows one of the state's terminals."""
+
+    def __init__(self, lexer_id: int, term_ids: tuple[int, ...], dfas: list[DFA],
+                 widened: frozenset[int] = frozenset()):
         self.id = lexer_id
         self.term_ids = term_ids
         self.core = lexer_core(tuple(dfas))
         core = self.core
+        self.widened = widened
+        self.hits: dict[tuple, tuple] = {}  # (kind, state or group id) -> (end states, tokens)
         self.trans = core.trans
         self.classmap = core.classmap
         self.n_classes = core.trans.shape[1]
@@ -263,6 +272,27 @@ class Lexer:
         self.acc_id = core.acc_id
         self.boundary = core.boundary
         self._dfas = dfas
+
+    @cached_property
+    def end_terms(self) -> dict[int, tuple[int, ...]]:
+        """The states where a widened literal's lexeme is complete and cannot grow -> their
+        terminals (made when a configuration first refuses one of them)."""
+        core = self.core
+        core.is_dead_end(0)
+        dead = np.frombuffer(core._dead_end, dtype=np.bool_)
+        out = {}
+        for s in np.nonzero(dead & (core.acc_id >= 0))[0].tolist():
+            terms = self.acc_set(int(core.acc_id[s]))
+            if not self.widened.isdisjoint(terms):
+                out[s] = terms
+        return out
+
+    @cached_property
+    def end_target(self) -> np.ndarray:
+        """``end_terms`` as flags per state (what the trie kernel reads)."""
+        target = np.zeros(self.core.n_states, dtype=np.uint8)
+        target[list(self.end_terms)] = 1
+        return target
 
     def acc_set(self, a: int) -> tuple[int, ...]:
         """The terminal ids of accept set ``a`` (a state's ``acc_id`` / ``boundary``)."""
@@ -290,11 +320,12 @@ class LexerCache:
         self.lexers: list[Lexer] = []
         self._by_set: dict[tuple, Lexer] = {}
 
-    def get(self, allowed: tuple) -> Lexer:
-        """The lexer for a sorted tuple of allowed terminal ids."""
+    def get(self, allowed: tuple, widened: frozenset[int] = frozenset()) -> Lexer:
+        """The lexer for a sorted tuple of terminal ids (``widened``: see :class:`Lexer`; the same
+        for every request of one tuple)."""
         lx = self._by_set.get(allowed)
         if lx is None:
-            lx = Lexer(len(self.lexers), allowed, [self.term_dfas[t] for t in allowed])
+            lx = Lexer(len(self.lexers), allowed, [self.term_dfas[t] for t in allowed], widened)
             self.lexers.append(lx)
             self._by_set[allowed] = lx
         return lx

@@ -94,6 +94,15 @@ class TokenTrie:
                     self.node_plain_below, self.tok_ptr, self.tok_ids, self.root_table, trans, classmap, boundary, plain_loop, roots,
                     root_states, mask, ev_nodes, ev_states, self.max_depth)
 
+    def end_hits(self, trans, classmap, n_prod: int, target, roots, root_states, from_boundary: bool, states,
+                 toks):
+        """Run :func:`end_hits` over this trie into ``states``/``toks`` (room for every token):
+        ``(target states, tokens)`` arrays."""
+        n = end_hits(self.node_byte, self.node_depth, self.node_end, self.tok_ptr, self.tok_ids,
+                     np.ascontiguousarray(trans), classmap, n_prod, target, roots, root_states, from_boundary, states,
+                     toks, self.max_depth)
+        return states[:n].copy(), toks[:n].copy()
+
     @classmethod
     def build(cls, token_bytes: list[bytes], excluded: frozenset[int], vocab_size: int) -> "TokenTrie":
         items = sorted((b, i) for i, b in enumerate(token_bytes) if b and i not in excluded)
@@ -470,6 +479,66 @@ def anchored_walk(node_byte, node_depth, node_end, node_word, node_bit, node_mul
 
 
 @numba.njit(cache=True, nogil=True)
+def end_hits(node_byte, node_depth, node_end, tok_ptr, tok_ids, trans, classmap, n_prod, target, roots, root_states,
+             from_boundary, out_states, out_toks, max_depth):
+    """Tokens that end in a ``target`` state of a lexer table, reached through its product states
+    only (``< n_prod``): the walk of a key lexer's key prefixes (see ``Lexer.end_checks``).
+
+    From each root node (in state ``root_states[k]`` *at* it), or, with ``from_boundary``, from
+    each node's own byte read in state 0 (a continuation).  Fills ``(target state, token)`` pairs
+    and returns how many; the walk leaves a subtree as soon as it enters any other state, so it
+    visits only the few nodes that spell key prefixes."""
+    n = 0
+    state_at = np.empty(max_depth + 2, dtype=np.int64)
+    flat = trans.ravel()
+    n_cls = trans.shape[1]
+    for k in range(len(roots)):
+        r = np.int64(roots[k])
+        if from_boundary:
+            st = np.int64(flat[np.int64(classmap[np.int64(node_byte[r])])])
+            if st < 0:
+                continue
+            if target[st]:
+                for p in range(tok_ptr[r], tok_ptr[r + 1]):
+                    out_states[n] = st
+                    out_toks[n] = tok_ids[p]
+                    n += 1
+                continue
+            if st >= n_prod:
+                continue
+        else:
+            st = np.int64(root_states[k])
+        state_at[node_depth[r]] = st
+        j = r + 1
+        end = np.int64(node_end[r])
+        while j < end:
+            d = np.int64(node_depth[j])
+            ns = np.int64(flat[state_at[d - 1] * n_cls + np.int64(classmap[np.int64(node_byte[j])])])
+            if ns >= 0 and target[ns]:
+                for p in range(tok_ptr[j], tok_ptr[j + 1]):
+                    out_states[n] = ns
+                    out_toks[n] = tok_ids[p]
+                    n += 1
+                j = np.int64(node_end[j])
+                continue
+            if ns < 0 or ns >= n_prod:
+                j = np.int64(node_end[j])
+                continue
+            state_at[d] = ns
+            j += 1
+    return n
+
+
+@numba.njit(cache=True, nogil=True)
+def clear_tokens_where(mask, states, toks, refused):
+    """Clear the bit of ``toks[k]`` in a mask wherever ``refused[states[k]]``."""
+    for k in range(len(toks)):
+        if refused[states[k]]:
+            t = toks[k]
+            mask[t >> 5] &= ~(np.uint32(1) << np.uint32(t & 31))
+
+
+@numba.njit(cache=True, nogil=True)
 def or_words(mask, words, vals):
     """``mask[words] |= vals`` for a sparse continuation result (one call, no temporaries)."""
     for k in range(len(words)):
@@ -514,6 +583,10 @@ def warm_up_kernels(trie: "TokenTrie") -> None:
                          trie.tok_ptr[:2] * 0, trie.tok_ids[:0], trans, cm, b, np.zeros(1, dtype=np.uint8),
                          np.zeros(0, dtype=np.int32), mask, ev, mask[:1].copy(), ev, ev, 1)
     advance_bytes(trans, cm, 0, np.zeros(1, dtype=np.uint8), 0)
+    end_hits(trie.node_byte[:1], trie.node_depth[:1], np.array([1], dtype=np.int32), trie.tok_ptr[:2] * 0,
+             trie.tok_ids[:0], trans, cm, 1, np.zeros(1, dtype=np.uint8), np.zeros(1, dtype=np.int32),
+             np.zeros(1, dtype=np.int32), False, ev, ev, 1)
+    clear_tokens_where(mask, ev[:0], ev[:0], np.zeros(1, dtype=np.uint8))
     or_words(mask, np.zeros(0, dtype=np.int32), np.zeros(0, dtype=np.uint32))
     trie.anchored_walk(trans, cm, b, np.zeros(1, dtype=np.uint8), 0, 0, 1, np.zeros(1, dtype=np.bool_),
                        np.zeros(1, dtype=np.int64), mask, ev[:0], ev[:0], mask.copy(), ev, ev)

@@ -227,6 +227,8 @@ class TrieWalker:
         self._scratch = np.zeros(self.n_words, dtype=np.uint32)
         self._words = np.empty(self.n_words, dtype=np.int32)
         self._vals = np.empty(self.n_words, dtype=np.uint32)
+        self._hit_states = np.empty(int(trie.tok_ptr[-1]), dtype=np.int32)
+        self._hit_toks = np.empty(int(trie.tok_ptr[-1]), dtype=np.int32)
 
     # -- the kernel call ------------------------------------------------------------------
     def _walk(self, owner, trans, classmap, boundary, roots, states, mask) -> tuple[np.ndarray, np.ndarray]:
@@ -394,6 +396,22 @@ class TrieWalker:
         if n < 0:
             return None
         return m, self._ev_nodes[:n].copy(), self._ev_states[:n].copy()
+
+    # -- where a widened key lexer's literals end (see Lexer) ----------------------------------------
+    def end_hits(self, lx, ls: int = 0, gid: int = 0, nodes: np.ndarray | None = None) -> tuple:
+        """The tokens ending in one of ``lx``'s end-checked states, as ``(states, tokens)`` arrays:
+        from state ``ls`` (an inside walk) or, with ``nodes``, from the boundary nodes of group
+        ``gid`` (a continuation into ``lx``).  Cached on the lexer."""
+        key = ("cont", gid) if nodes is not None else ("inside", ls)
+        hit = lx.hits.get(key)
+        if hit is None:
+            if nodes is None:
+                roots, states = np.zeros(1, dtype=np.int32), np.array([ls], dtype=np.int32)
+            else:
+                roots, states = nodes, nodes
+            hit = lx.hits[key] = self.trie.end_hits(lx.trans, lx.classmap, lx.core._n_prod, lx.end_target, roots,
+                                                    states, nodes is not None, self._hit_states, self._hit_toks)
+        return hit
 
     # -- continuation walks -------------------------------------------------------------------------
     def cont(self, gid: int, nodes: np.ndarray, lx2) -> Walk:

@@ -1338,6 +1338,12 @@ class _Compiler:
                 key_sym = self.term(("key", k), literal_strings([k]), "KEY")
                 members.append((k, seq(key_sym, self.COLON, e)))
         add_member = self.additional_members(nodes, order, names_nodes)
+        other_key = self._terms.get(("addkey", tuple(order), 0, (), ()))
+        if other_key is not None and members:
+            # any string but the defined keys: every key prefix stays alive with it, so the engine's key
+            # lexers may hold all of this object's key literals (structgen.engine.lexer.Lexer)
+            family = self.ir.meta.setdefault("key_families", {}).setdefault(other_key.name, set())
+            family.update(self._terms[("key", k)].name for k, _ in members)
         if self.opts.property_order == "any":
             e = self.any_order_members(members, add_member, required, tracked, presence, minp, maxp)
             if e is _NOT_FINITE:
