@@ -50,7 +50,10 @@ MAX_PATTERN_PROPERTIES = 4
 MAX_COMBINATOR_DEPTH = 64
 #: anyOf/oneOf branches compiled per schema: nested combinators distribute over each other (each
 #: branch of one is compiled with each branch of the next), which grows exponentially
-MAX_BRANCH_CONJUNCTIONS = 20_000
+MAX_BRANCH_CONJUNCTIONS = 5_000
+#: When a schema's anyOf/oneOf branches exceed MAX_BRANCH_CONJUNCTIONS, it is compiled again with this
+#: budget, the branches past it over-approximated and checked at their value's end.
+LOOSE_BRANCH_CONJUNCTIONS = 0
 DEFAULT_MAX_WHITESPACE = 16
 
 ANNOTATIONS = {
@@ -213,8 +216,10 @@ class _Resolver:
                 url, frag = urldefrag(base)
                 if frag and not frag.startswith("/"):
                     self.anchors[url + "#" + frag] = (node, url, ptr)
-                else:
+                elif not frag:
                     self.resources[url] = (node, url, ptr)
+                # else a JSON-pointer fragment ("id": "#/definitions/x", seen in draft-04 schemas): it only
+                # names this location, which pointers from the document reach anyway
                 base = url
             anchor = node.get("$anchor")
             if isinstance(anchor, str):
@@ -286,10 +291,16 @@ class _Node:
         return (id(self.schema), self.base)
 
 
+class _BranchBudget(Exception):
+    """anyOf/oneOf branches over MAX_BRANCH_CONJUNCTIONS: compile again, loosely (see schema_to_ir)."""
+
+
 class _Compiler:
-    def __init__(self, root, opts: SchemaOptions):
+    def __init__(self, root, opts: SchemaOptions, *, loose_branches: bool = False):
         self.root = root
         self.opts = opts
+        self.loose_branches = loose_branches  # the second compile of schema_to_ir
+        self.branch_budget = LOOSE_BRANCH_CONJUNCTIONS if loose_branches else MAX_BRANCH_CONJUNCTIONS
         self.resolver = _Resolver(root)
         self.ir = GrammarIR(rules={}, terminals={}, start="start", source="json-schema")
         self._derived: dict[tuple, tuple] = {}  # (id(source), tag) -> (source, derived dict)
@@ -594,19 +605,27 @@ class _Compiler:
                         raise UnsupportedFeature(
                             f"{kw} nested more than {MAX_COMBINATOR_DEPTH} levels without an object or array "
                             "in between (a recursive reference through anyOf/oneOf)", pointer=n.ptr, keyword=kw)
+                    over_budget = False
                     try:
                         for j, b in enumerate(branches):
                             self._branch_work += 1
-                            if self._branch_work > MAX_BRANCH_CONJUNCTIONS:
-                                raise UnsupportedFeature(
-                                    f"{kw} branches combine into over {MAX_BRANCH_CONJUNCTIONS} conjunctions (nested "
-                                    "anyOf/oneOf distribute over each other): too many to enforce exactly",
-                                    pointer=n.ptr, keyword=kw)
+                            if self._branch_work > self.branch_budget:
+                                if not self.loose_branches:
+                                    raise _BranchBudget()
+                                over_budget = True
+                                break
                             e = self.value(others + [_Node(b, n.base, f"{n.ptr}/{kw}/{j}")])
                             if e is not None:
                                 alts.append(e)
                     finally:
                         self._combinator_depth -= 1
+                    if over_budget:
+                        # the value without this keyword holds every branch's values: an over-approximation,
+                        # the keyword checked when the value completes (or refused: see unsupported)
+                        self.unsupported(n, kw, f"its branches combine into over {MAX_BRANCH_CONJUNCTIONS} "
+                                                "conjunctions (nested anyOf/oneOf distribute over each other)")
+                        self._branch_work -= 1  # the dropped keyword spends nothing: the next may fit
+                        return self.conjunction(others)
                     if not alts:
                         return None
                     return alt(*alts)
@@ -1466,17 +1485,28 @@ class _Compiler:
         for n in nodes:
             for pat, ps in (n.schema.get("patternProperties") or {}).items():
                 patterns.append((n, pat, ps))
-        if len(patterns) > MAX_PATTERN_PROPERTIES:
-            raise UnsupportedFeature(f"more than {MAX_PATTERN_PROPERTIES} patternProperties on one object",
-                                     pointer=nodes[0].ptr, keyword="patternProperties")
         base = string_dfa()
         if defined:
             base = difference_literals(base, string_forms(defined))
+        if len(patterns) > MAX_PATTERN_PROPERTIES:
+            self.unsupported(nodes[0], "patternProperties",
+                             f"more than {MAX_PATTERN_PROPERTIES} patternProperties on one object")
+            return self.loose_members(nodes, base, patterns)
         if names_nodes:
-            nd = self.key_dfa(names_nodes)
+            try:
+                nd = self.key_dfa(names_nodes)
+            except UnsupportedFeature as e:
+                self.unsupported(nodes[0], "propertyNames", str(e).split(": ", 1)[-1])
+                nd = string_dfa()  # any key here; the check at the object's end enforces the names
             if nd is None:
                 return None
             base = intersect(base, nd)
+        try:
+            for n, pat, _ in patterns:
+                self.pattern_dfa(pat, n)
+        except UnsupportedFeature as e:
+            self.unsupported(nodes[0], "patternProperties", str(e).split(": ", 1)[-1])
+            return self.loose_members(nodes, base, patterns)
         alts = []
         for mask in range(1 << len(patterns)):
             d = base
@@ -1502,6 +1532,19 @@ class _Compiler:
                              tuple(id(x.schema) for x in names_nodes)), d, "KEY")
             alts.append(seq(key, self.COLON, e))
         return alt(*alts) if alts else None
+
+    def loose_members(self, nodes: list[_Node], keys: DFA, patterns: list) -> Expr | None:
+        """Undefined members when their patterns cannot be compiled exactly (too many of them, or
+        regex features beyond a finite automaton): any key of ``keys`` with a value of any pattern's
+        or the additional schema -- an over-approximation the caller has left to a check at the
+        value boundary (``unsupported``), which validates the whole object when it closes."""
+        values = [self.value([_Node(ps, n.base, f"{n.ptr}/patternProperties/{_esc(pat)}")]) for n, pat, ps in patterns]
+        values.append(self.value([self.additional_node(n) for n in nodes]))
+        values = [v for v in values if v is not None]
+        if not values:
+            return None
+        key = self.term(("loosekey", id(keys)), keys, "KEY")
+        return seq(key, self.COLON, alt(*values))
 
     def pattern_dfa(self, pat: str, n: _Node) -> DFA:
         from ..errors import GrammarError
@@ -1788,7 +1831,13 @@ def schema_to_ir(schema, opts: SchemaOptions) -> tuple[GrammarIR, Any]:
         raise SchemaError(f"a schema must be an object or a boolean, not {type(schema).__name__}")
     check_schema(schema)
     c = _Compiler(schema, opts)
-    ir = c.compile()
+    try:
+        ir = c.compile()
+    except _BranchBudget:
+        # nested anyOf/oneOf distribute into too many conjunctions: the first LOOSE_BRANCH_CONJUNCTIONS
+        # are kept exact, the keywords past them over-approximated and checked (or refused)
+        c = _Compiler(schema, opts, loose_branches=True)
+        ir = c.compile()
     ir.meta["schema"] = schema
     return ir, c.validator()
 
