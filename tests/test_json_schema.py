@@ -204,6 +204,7 @@ def test_schema_errors_name_the_pointer(comp, schema, pointer):
     ({"type": "object", "additionalProperties": False,
       "patternProperties": {f"^{c}": {"type": t} for c, t in zip("abcdef", ["integer", "string"] * 3)}},
      [{"a1": 1, "b1": "x"}, {"a1": "x"}, {"z": 1}, {"e": 2, "f": "y", "c": 0}, {"f": 1}]),
+    ({"type": "string", "not": {"pattern": "\\bx"}}, ["x", "a x", "ax", ""]),
     ({"type": "object", "propertyNames": {"pattern": "^(?!x)"}, "properties": {"a": {"type": "integer"}}},
      [{"a": 1}, {"xa": 1}, {"b": "s"}, {"a": "s"}]),
 ])

@@ -1098,8 +1098,8 @@ class _Compiler:
         for p in not_patterns:
             try:
                 d = difference(d, string_dfa((p,)))
-            except UnsupportedFeature as e:
-                raise UnsupportedFeature(str(e).split(": ", 1)[-1], pointer=nodes[0].ptr, keyword="not") from None
+            except UnsupportedFeature as e:  # strings matching it stay in: checked as the value completes
+                self.unsupported(nodes[0], "not", str(e).split(": ", 1)[-1])
         ex = [v for v in excluded if isinstance(v, str)]
         if ex:
             d = difference_literals(d, string_forms(ex))
