@@ -70,3 +70,19 @@ def test_finishes_within_a_tight_budget(smol):
     schema = json.loads((ROOT / "schemas" / "person.json").read_text())
     value = generate_json(smol, schema, "Describe a person at length.", max_tokens=45)
     jsonschema.Draft202012Validator(schema, format_checker=jsonschema.FormatChecker()).validate(value)
+
+
+@pytest.mark.parametrize("schema", [
+    # more patternProperties than the key space is split by: one member per pattern, checked on close
+    {"type": "object", "additionalProperties": False, "minProperties": 2,
+     "patternProperties": {"^x-": {"type": "string"}, "^n_": {"type": "integer"}, "^b_": {"type": "boolean"},
+                           "^l_": {"type": "array", "items": {"type": "string"}}, "^o_": {"type": "object"}}},
+    # a key pattern with a lookahead: any key of its letters, checked when the object closes
+    {"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"],
+     "patternProperties": {"^(?!name$)[a-z]+$": {"type": "integer"}}, "additionalProperties": False},
+])
+def test_checked_keywords_on_real_model(smol, schema):
+    """Keywords enforced by checks at value boundaries still give valid output on the real model."""
+    value = generate_json(smol, schema, "Describe a user account as JSON.", max_tokens=120, seed=0)
+    print(json.dumps(value))
+    jsonschema.Draft202012Validator(schema).validate(value)

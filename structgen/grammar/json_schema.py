@@ -1534,17 +1534,40 @@ class _Compiler:
         return alt(*alts) if alts else None
 
     def loose_members(self, nodes: list[_Node], keys: DFA, patterns: list) -> Expr | None:
-        """Undefined members when their patterns cannot be compiled exactly (too many of them, or
-        regex features beyond a finite automaton): any key of ``keys`` with a value of any pattern's
-        or the additional schema -- an over-approximation the caller has left to a check at the
+        """Undefined members when their patterns cannot be compiled exactly (too many to split the
+        key space by, or regex features beyond a finite automaton): one member per pattern -- its
+        keys (any key where the pattern has no automaton) with its value -- and one for the keys
+        no pattern matches, with the additional schema.  A key matching several patterns gets
+        any one of their values: an over-approximation the caller has left to a check at the
         value boundary (``unsupported``), which validates the whole object when it closes."""
-        values = [self.value([_Node(ps, n.base, f"{n.ptr}/patternProperties/{_esc(pat)}")]) for n, pat, ps in patterns]
-        values.append(self.value([self.additional_node(n) for n in nodes]))
-        values = [v for v in values if v is not None]
-        if not values:
-            return None
-        key = self.term(("loosekey", id(keys)), keys, "KEY")
-        return seq(key, self.COLON, alt(*values))
+        from ..errors import GrammarError
+
+        alts = []
+        covered: DFA | None = None  # the keys some pattern matches (None: unknown)
+        exact = True
+        for n, pat, ps in patterns:
+            try:
+                pd = self.pattern_dfa(pat, n)
+            except UnsupportedFeature:
+                pd, exact = None, False
+            kd = keys if pd is None else intersect(keys, pd)
+            if pd is not None and exact:
+                covered = pd if covered is None else union(covered, pd)
+            v = self.value([_Node(ps, n.base, f"{n.ptr}/patternProperties/{_esc(pat)}")])
+            if v is None or kd.is_empty():
+                continue
+            alts.append(seq(self.term(("loosekey", id(n.schema), pat, id(keys)), kd, "KEY"), self.COLON, v))
+        v = self.value([self.additional_node(n) for n in nodes])
+        if v is not None:
+            kd = keys
+            if exact and covered is not None:
+                try:
+                    kd = difference(keys, covered)
+                except GrammarError:
+                    kd = keys
+            if not kd.is_empty():
+                alts.append(seq(self.term(("loosekey", "additional", id(keys)), kd, "KEY"), self.COLON, v))
+        return alt(*alts) if alts else None
 
     def pattern_dfa(self, pat: str, n: _Node) -> DFA:
         from ..errors import GrammarError
