@@ -192,8 +192,15 @@ class LexerCore:
         """No byte continues a lexeme from ``state`` (it is complete as soon as it gets there)."""
         dead = self.__dict__.get("_dead_end")
         if dead is None:
-            dead = self._dead_end = (self.trans < 0).all(axis=1).tobytes()
+            dead = self._dead_end_flags()
         return bool(dead[state])
+
+    def _dead_end_flags(self) -> bytes:
+        """:meth:`is_dead_end` for every state, one byte each (made on first need)."""
+        dead = self.__dict__.get("_dead_end")
+        if dead is None:
+            dead = self._dead_end = (self.trans < 0).all(axis=1).tobytes()
+        return dead
 
     def block_of(self, state: int):
         """(terminal DFA, offset) when ``state`` lies in a single terminal's copied table."""
@@ -278,8 +285,7 @@ class Lexer:
         """The states where a widened literal's lexeme is complete and cannot grow -> their
         terminals (made when a configuration first refuses one of them)."""
         core = self.core
-        core.is_dead_end(0)
-        dead = np.frombuffer(core._dead_end, dtype=np.bool_)
+        dead = np.frombuffer(core._dead_end_flags(), dtype=np.bool_)
         out = {}
         for s in np.nonzero(dead & (core.acc_id >= 0))[0].tolist():
             terms = self.acc_set(int(core.acc_id[s]))
