@@ -35,7 +35,7 @@ import json
 from decimal import Decimal
 
 _WS = frozenset(b" \t\n\r")
-_QUOTE, _BACKSLASH, _COMMA = 0x22, 0x5C, 0x2C
+_QUOTE, _BACKSLASH, _COMMA, _COLON = 0x22, 0x5C, 0x2C, 0x3A
 _OPEN_ARRAY, _CLOSE_ARRAY, _OPEN_OBJECT, _CLOSE_OBJECT = 0x5B, 0x5D, 0x7B, 0x7D
 
 #: Tracker state: (inside a string, after a backslash, open containers, keys of the object closed
@@ -45,7 +45,6 @@ _OPEN_ARRAY, _CLOSE_ARRAY, _OPEN_OBJECT, _CLOSE_OBJECT = 0x5B, 0x5D, 0x7B, 0x7D
 #: far, where its current key began (-1 while waiting for a key, -2 once it ended) and where the
 #: current member's value began (-1 right after the colon, -2 outside a value).
 EMPTY_TRACKER: tuple = (False, False, (), frozenset(), -1)
-_COLON = 0x3A
 
 
 def return_frames(autos, rules) -> frozenset[int]:

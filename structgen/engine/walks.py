@@ -408,7 +408,7 @@ class TrieWalker:
             if nodes is None:
                 roots, states = np.zeros(1, dtype=np.int32), np.array([ls], dtype=np.int32)
             else:
-                roots, states = nodes, nodes
+                roots, states = nodes, nodes  # (states unread: each node's own byte is read from state 0)
             hit = lx.hits[key] = self.trie.end_hits(lx.trans, lx.classmap, lx.core._n_prod, lx.end_target, roots,
                                                     states, nodes is not None, self._hit_states, self._hit_toks)
         return hit

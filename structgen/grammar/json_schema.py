@@ -50,10 +50,8 @@ MAX_PATTERN_PROPERTIES = 4
 MAX_COMBINATOR_DEPTH = 64
 #: anyOf/oneOf branches compiled per schema: nested combinators distribute over each other (each
 #: branch of one is compiled with each branch of the next), which grows exponentially
+#: (past it, the schema is compiled again without distributing them: see schema_to_ir)
 MAX_BRANCH_CONJUNCTIONS = 5_000
-#: When a schema's anyOf/oneOf branches exceed MAX_BRANCH_CONJUNCTIONS, it is compiled again with this
-#: budget, the branches past it over-approximated and checked at their value's end.
-LOOSE_BRANCH_CONJUNCTIONS = 0
 DEFAULT_MAX_WHITESPACE = 16
 
 ANNOTATIONS = {
@@ -269,6 +267,12 @@ def urljoin(base: str, ref: str) -> str:
     return _urljoin(base, ref)
 
 
+def _other_key_term(defined: list[str], mask: int, patterns: list, names_nodes: list) -> tuple:
+    """The terminal key of an object's undefined keys in one region of the key space (the patterns
+    of ``mask``); with no pattern and no propertyNames it is "any string but the defined keys"."""
+    return ("addkey", tuple(defined), mask, tuple(p for _, p, _ in patterns), tuple(id(x.schema) for x in names_nodes))
+
+
 def _esc(k) -> str:
     return str(k).replace("~", "~0").replace("/", "~1")
 
@@ -299,8 +303,7 @@ class _Compiler:
     def __init__(self, root, opts: SchemaOptions, *, loose_branches: bool = False):
         self.root = root
         self.opts = opts
-        self.loose_branches = loose_branches  # the second compile of schema_to_ir
-        self.branch_budget = LOOSE_BRANCH_CONJUNCTIONS if loose_branches else MAX_BRANCH_CONJUNCTIONS
+        self.loose_branches = loose_branches  # the second compile of schema_to_ir: no branch distributed
         self.resolver = _Resolver(root)
         self.ir = GrammarIR(rules={}, terminals={}, start="start", source="json-schema")
         self._derived: dict[tuple, tuple] = {}  # (id(source), tag) -> (source, derived dict)
@@ -597,6 +600,12 @@ class _Compiler:
                         raise SchemaError(f"{kw} must be a non-empty array", pointer=f"{n.ptr}/{kw}")
                     rest = self.derived(n.schema, "-" + kw, lambda: {k: v for k, v in n.schema.items() if k != kw})
                     others = nodes[:i] + [_Node(rest, n.base, n.ptr)] + nodes[i + 1:]
+                    if self.loose_branches:
+                        # the value without this keyword holds every branch's values: an over-approximation,
+                        # the keyword checked when the value completes (or refused: see unsupported)
+                        self.unsupported(n, kw, f"its branches combine into over {MAX_BRANCH_CONJUNCTIONS} "
+                                                "conjunctions (nested anyOf/oneOf distribute over each other)")
+                        return self.conjunction(others)
                     if kw == "oneOf" and len(branches) > 1:
                         branches = self.exclusive_branches(n, branches)
                     alts = []
@@ -605,27 +614,16 @@ class _Compiler:
                         raise UnsupportedFeature(
                             f"{kw} nested more than {MAX_COMBINATOR_DEPTH} levels without an object or array "
                             "in between (a recursive reference through anyOf/oneOf)", pointer=n.ptr, keyword=kw)
-                    over_budget = False
                     try:
                         for j, b in enumerate(branches):
                             self._branch_work += 1
-                            if self._branch_work > self.branch_budget:
-                                if not self.loose_branches:
-                                    raise _BranchBudget()
-                                over_budget = True
-                                break
+                            if self._branch_work > MAX_BRANCH_CONJUNCTIONS:
+                                raise _BranchBudget()
                             e = self.value(others + [_Node(b, n.base, f"{n.ptr}/{kw}/{j}")])
                             if e is not None:
                                 alts.append(e)
                     finally:
                         self._combinator_depth -= 1
-                    if over_budget:
-                        # the value without this keyword holds every branch's values: an over-approximation,
-                        # the keyword checked when the value completes (or refused: see unsupported)
-                        self.unsupported(n, kw, f"its branches combine into over {MAX_BRANCH_CONJUNCTIONS} "
-                                                "conjunctions (nested anyOf/oneOf distribute over each other)")
-                        self._branch_work -= 1  # the dropped keyword spends nothing: the next may fit
-                        return self.conjunction(others)
                     if not alts:
                         return None
                     return alt(*alts)
@@ -1357,7 +1355,7 @@ class _Compiler:
                 key_sym = self.term(("key", k), literal_strings([k]), "KEY")
                 members.append((k, seq(key_sym, self.COLON, e)))
         add_member = self.additional_members(nodes, order, names_nodes)
-        other_key = self._terms.get(("addkey", tuple(order), 0, (), ()))
+        other_key = self._terms.get(_other_key_term(order, 0, [], []))
         if other_key is not None and members:
             # any string but the defined keys: every key prefix stays alive with it, so the engine's key
             # lexers may hold all of this object's key literals (structgen.engine.lexer.Lexer)
@@ -1528,8 +1526,7 @@ class _Compiler:
             e = self.value(vnodes)
             if e is None:
                 continue
-            key = self.term(("addkey", tuple(defined), mask, tuple(p for _, p, _ in patterns),
-                             tuple(id(x.schema) for x in names_nodes)), d, "KEY")
+            key = self.term(_other_key_term(defined, mask, patterns, names_nodes), d, "KEY")
             alts.append(seq(key, self.COLON, e))
         return alt(*alts) if alts else None
 
@@ -1857,8 +1854,8 @@ def schema_to_ir(schema, opts: SchemaOptions) -> tuple[GrammarIR, Any]:
     try:
         ir = c.compile()
     except _BranchBudget:
-        # nested anyOf/oneOf distribute into too many conjunctions: the first LOOSE_BRANCH_CONJUNCTIONS
-        # are kept exact, the keywords past them over-approximated and checked (or refused)
+        # nested anyOf/oneOf distribute into too many conjunctions: every anyOf/oneOf of the schema is
+        # over-approximated by the value without it and checked as that value completes (or refused)
         c = _Compiler(schema, opts, loose_branches=True)
         ir = c.compile()
     ir.meta["schema"] = schema
