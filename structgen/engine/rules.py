@@ -195,7 +195,9 @@ def build_rule_automata(ir: GrammarIR, term_index: dict[str, int]) -> tuple[list
             if row is _NO_TERMS:
                 row = term_rows[s_] = {}
             row[sym >> 1] = d_
-    nt_all = [tuple(nt_rows[i]) if i in nt_rows else () for i in range(n_total)]
+    nt_all: list[tuple] = [()] * n_total
+    for i, row in nt_rows.items():
+        nt_all[i] = tuple(row)
     autos = [RuleAutomaton(n, final[ptr[r]:ptr[r + 1]], term_rows[ptr[r]:ptr[r + 1]], nt_all[ptr[r]:ptr[r + 1]])
              for r, n in enumerate(names)]
     _check_left_recursion(autos)

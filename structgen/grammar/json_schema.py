@@ -1429,8 +1429,15 @@ class _Compiler:
             return seen * (C + 1) + c
 
         # one COMMA edge per state into a "after the comma" twin (S * (C + 1) onward), then the
-        # members: the rule automaton stays deterministic on its first symbol, small to build
-        moves = [(bit.get(k, 0), e) for k, e in members] + ([(0, add_member)] if add_member is not None else [])
+        # members: the rule automaton stays deterministic on its first symbol, small to build.  The
+        # members that change no tracked bit are one rule of their own, one edge per state: a
+        # 40-property object with 6 tracked keys is 128 states of 7 edges, not of 41
+        free = [e for k, e in members if k not in bit] + ([add_member] if add_member is not None else [])
+        moves = [(bit[k], e) for k, e in members if k in bit]
+        if len(free) > 1 and S > 1:
+            moves.append((0, self.rule("mems", alt(*free))))
+        else:
+            moves += [(0, e) for e in free]
         twin = S * (C + 1)
         edges = []
         for seen in range(S):
