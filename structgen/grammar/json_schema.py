@@ -54,12 +54,12 @@ MAX_COMBINATOR_DEPTH = 64
 MAX_BRANCH_CONJUNCTIONS = 5_000
 DEFAULT_MAX_WHITESPACE = 16
 
-ANNOTATIONS = {
+ANNOTATIONS = frozenset({
     "title", "description", "default", "examples", "example", "$comment", "$schema", "$id", "id", "$anchor",
     "$defs", "definitions", "readOnly", "writeOnly", "deprecated", "contentMediaType", "contentEncoding",
     "contentSchema", "$vocabulary", "$dynamicAnchor", "discriminator", "xml", "externalDocs", "$recursiveAnchor",
     "markdownDescription", "errorMessage", "deprecationMessage", "enumDescriptions", "markdownEnumDescriptions",
-}
+})
 UNSUPPORTED = {
     "contains": "contains", "minContains": "minContains", "maxContains": "maxContains",
     "uniqueItems": "uniqueItems", "dependencies": "dependencies", "dependentRequired": "dependentRequired",
@@ -323,6 +323,7 @@ class _Compiler:
         # of later drafts mean nothing -- as the declared draft's own validator reads it
         self.ref_overrides = draft is not None and draft <= 7
         self.unknown_keywords = _LATER_KEYWORDS.get(draft, frozenset())
+        self._not_own = ANNOTATIONS | {"$ref", "allOf"} | self.unknown_keywords  # what flatten keeps out of a node
         ws = self.opts.max_whitespace if self.opts.max_whitespace is not None else DEFAULT_MAX_WHITESPACE
         if opts.whitespace not in ("flexible", "compact"):
             raise SchemaError(f"whitespace must be 'flexible' or 'compact', not {opts.whitespace!r}")
@@ -417,8 +418,9 @@ class _Compiler:
         seen_keys: set = set()
         uniq = []
         for n in nodes:  # a conjunction is a set: repeated members add nothing (and keys must saturate)
-            if not _trivial(n.schema) and n.key() not in seen_keys:
-                seen_keys.add(n.key())
+            k = n.key()
+            if k not in seen_keys and not _trivial(n.schema):
+                seen_keys.add(k)
                 uniq.append(n)
         nodes = uniq
         if len(nodes) == 1 and isinstance(nodes[0].schema, dict) and "$ref" in nodes[0].schema and (
@@ -517,9 +519,9 @@ class _Compiler:
                     return None
                 out.extend(sub)
             unknown = self.unknown_keywords
-            own_keys = [k for k in s if k not in ("$ref", "allOf") and k not in ANNOTATIONS and k not in unknown]
+            own_keys = [k for k in s if k not in self._not_own]
             if own_keys:
-                copy = "$ref" in s or "allOf" in s or (unknown and any(k in unknown for k in s))
+                copy = "$ref" in s or "allOf" in s or not unknown.isdisjoint(s)
                 d = self.derived(s, "own", lambda: {k: s[k] for k in own_keys}) if copy else s
                 logic = self.rewrite_logic(d, base, n.ptr)
                 if logic is not None:
@@ -1298,9 +1300,10 @@ class _Compiler:
             props = s.get("properties") or {}
             if not isinstance(props, dict):
                 raise SchemaError("properties must be an object", pointer=f"{n.ptr}/properties")
-            for k in props:
-                if k not in order:
-                    order.append(k)
+            if not order:
+                order.extend(props)
+            else:
+                order.extend(k for k in props if k not in order)
             req = s.get("required") or []
             if isinstance(req, list):
                 required.update(x for x in req if isinstance(x, str))
@@ -1722,7 +1725,7 @@ def _number_spellings(v) -> str:
 
 def _trivial(s) -> bool:
     """True for schemas that constrain nothing (true, {}, or annotations only)."""
-    return s is True or (isinstance(s, dict) and all(k in ANNOTATIONS for k in s))
+    return s is True or (isinstance(s, dict) and ANNOTATIONS.issuperset(s))
 
 
 def _tighten(kw: dict, arg: str, v) -> None:
