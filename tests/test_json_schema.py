@@ -363,6 +363,20 @@ def test_any_property_order(comp):
     assert not accepts_text(comp, many, '{"p11": 1, "x": 2}', **kw)
 
 
+def test_any_order_untracked_members_are_one_edge_per_state(comp):
+    """40 properties, 6 of them required (tracked): the object automaton has 2**6 * 2 states (and
+    their after-comma twins) with the untracked members behind one rule, not 34 edges each."""
+    props = {f"p{i}": {"type": "integer"} for i in range(40)}
+    schema = {"type": "object", "properties": props, "required": [f"p{i}" for i in range(6)]}
+    g = comp.compile_json_schema(schema, property_order="any")
+    obj = [a for a in g._autos if a.name.startswith("obj")]
+    edges = sum(len(row) for a in obj for row in a.term_edges) + sum(len(row) for a in obj for row in a.nt_edges)
+    assert obj and edges < 64 * 2 * 8, edges
+    text = json.dumps({f"p{i}": i for i in reversed(range(40))})
+    assert accepts_text(comp, schema, text, property_order="any")
+    assert not accepts_text(comp, schema, json.dumps({f"p{i}": i for i in range(1, 40)}), property_order="any")
+
+
 def test_any_order_with_too_many_keys_to_track_checks_them_at_close(comp):
     """Seven required keys and a dependency are too many for the automaton to track in any order:
     the distinct keys are checked when the object closes, so any order is accepted and a missing
