@@ -17,7 +17,8 @@ import numpy as np
 
 from ..errors import GrammarError
 from .fsa_kernels import backward_depth as _backward_depth, column_classes as _column_classes, \
-    counted_chain as _counted_chain, depth_canonical as _depth_canonical, hopcroft_blocks as _hopcroft_blocks, \
+    counted_chain as _counted_chain, depth_canonical as _depth_canonical, difference_trie as _difference_trie, \
+    hopcroft_blocks as _hopcroft_blocks, \
     live_reachable as _live_reachable, pair_product as _pair_product, renumber_rows as _renumber_rows, \
     subset_construction as _subset_construction
 
@@ -450,51 +451,16 @@ def _difference_literals(a: DFA, strings) -> DFA:
     The product with a trie only ever pairs a trie node with the one state of
     ``a`` its prefix leads to, so the result is the trie (each node carrying
     that state's row, children overriding) on top of ``a``'s own states."""
-    lists = a.__dict__.get("_lists")
-    if lists is None:  # a is shared (the JSON string): its table as lists once, not per object schema
-        lists = a._lists = (a.trans.tolist(), a.classmap.tolist())
-    a_trans, a_cm = lists
-    children: list[dict[int, int]] = [{}]
-    a_of = [a.start]
-    removed = [False]
-    for x in set(strings):
-        cur = 0
-        for byte in x:
-            nxt = children[cur].get(byte)
-            if nxt is None:
-                st = a_trans[a_of[cur]][a_cm[byte]]
-                if st < 0:
-                    cur = -1  # a never reads this string: nothing to remove
-                    break
-                nxt = len(a_of)
-                children[cur][byte] = nxt
-                children.append({})
-                a_of.append(st)
-                removed.append(False)
-            cur = nxt
-        if cur >= 0:
-            removed[cur] = True
-    T = len(a_of)
-    if not any(removed):
+    ordered = sorted(set(strings))
+    data = np.frombuffer(b"".join(ordered), dtype=np.uint8)
+    offs = np.zeros(len(ordered) + 1, dtype=np.int64)
+    np.cumsum([len(x) for x in ordered], out=offs[1:])
+    a_trans, a_acc = _kernel_args(a)
+    trans, acc, classmap, a_of_arr, T, any_removed = _difference_trie(
+        a_trans, np.ascontiguousarray(a.classmap, dtype=np.int32), a_acc, int(a.start), data, offs)
+    if not any_removed:
         return a
-    used = sorted({byte for ch in children for byte in ch})
-    tag = np.full(256, 256, dtype=np.int64)
-    tag[used] = used
-    key = a.classmap.astype(np.int64) * 257 + tag
-    uniq = np.unique(key)
-    classmap = np.searchsorted(uniq, key)  # the inverse of the unique, without its argsort
-    ca = uniq // 257
-    ta = a.trans[:, ca]
-    a_of_arr = np.array(a_of, dtype=np.int64)
-    top = np.where(ta[a_of_arr] >= 0, ta[a_of_arr] + T, -1)
-    cls_of_byte = classmap.tolist()  # class of every byte value (trie bytes have classes of their own)
-    for t, ch in enumerate(children):
-        for byte, child in ch.items():
-            top[t, cls_of_byte[byte]] = child
-    bottom = np.where(ta >= 0, ta + T, -1)
-    trans = np.vstack([top, bottom]).astype(np.int32)
-    acc = np.concatenate([a.accept[a_of_arr] & ~np.array(removed, dtype=bool), a.accept])
-    out, order = _trim_order(DFA(trans, acc, classmap.astype(np.int32), 0))
+    out, order = _trim_order(DFA(trans, acc, classmap, 0))
     if order is not None:
         # the bottom copy behaves exactly as ``a``: the engine walks ``a`` (cached across grammars)
         # for it and only re-walks where the trie part is still alive (structgen.engine.walks)

@@ -843,3 +843,93 @@ def hopcroft_blocks(trans, accept):
                         in_work[w] = True
                         top += 1
     return block[:n]
+
+
+@numba.njit(cache=True, nogil=True)
+def difference_trie(a_trans, a_cm, a_accept, a_start, data, offs):
+    """The table of ``a`` minus a set of byte strings (``fsa._difference_literals``): the trie of
+    the strings on top, each node carrying the row of the one state of ``a`` its prefix leads to
+    (children overriding, a completed string not accepting), then ``a``'s own states.
+
+    ``data``/``offs``: the strings, sorted and distinct, concatenated.  Byte classes are ``a``'s
+    split so every trie byte has a class of its own.  Returns ``(trans, accept, classmap, a_of,
+    n_trie, any_removed)``: ``a_of`` is the state of ``a`` behind each trie node; a string ``a``
+    cannot read stops where ``a`` dies (nothing to remove there)."""
+    n_str = len(offs) - 1
+    cap = offs[n_str] + 1
+    a_of = np.empty(cap, dtype=np.int64)
+    removed = np.zeros(cap, dtype=np.bool_)
+    e_src = np.empty(cap, dtype=np.int64)
+    e_byte = np.empty(cap, dtype=np.int64)
+    e_dst = np.empty(cap, dtype=np.int64)
+    max_len = 0
+    for k in range(n_str):
+        max_len = max(max_len, offs[k + 1] - offs[k])
+    path = np.zeros(max_len + 1, dtype=np.int64)  # trie node at each depth of the last string
+    a_of[0] = a_start
+    n_t = 1
+    n_e = 0
+    valid = 0  # depths of the last string that have nodes
+    any_removed = False
+    for k in range(n_str):
+        s0 = offs[k]
+        length = offs[k + 1] - s0
+        d = 0
+        if k > 0:  # sorted: the nodes shared with earlier strings are the last string's
+            p0 = offs[k - 1]
+            m = min(length, offs[k] - p0, valid)
+            while d < m and data[s0 + d] == data[p0 + d]:
+                d += 1
+        cur = path[d]
+        ok = True
+        while d < length:
+            st = a_trans[a_of[cur], a_cm[data[s0 + d]]]
+            if st < 0:
+                ok = False
+                break
+            a_of[n_t] = st
+            e_src[n_e] = cur
+            e_byte[n_e] = data[s0 + d]
+            e_dst[n_e] = n_t
+            n_e += 1
+            cur = n_t
+            n_t += 1
+            d += 1
+            path[d] = cur
+        valid = d
+        if ok:
+            removed[cur] = True
+            any_removed = True
+    # classes: a's, split so every trie byte is alone (numbered in key order)
+    used = np.zeros(256, dtype=np.bool_)
+    for e in range(n_e):
+        used[e_byte[e]] = True
+    key = np.empty(256, dtype=np.int64)
+    for b in range(256):
+        key[b] = np.int64(a_cm[b]) * 257 + (b if used[b] else 256)
+    order = np.argsort(key)
+    classmap = np.empty(256, dtype=np.int32)
+    ca = np.empty(256, dtype=np.int64)
+    n_cls = 0
+    for i in range(256):
+        b = order[i]
+        if i == 0 or key[b] != key[order[i - 1]]:
+            ca[n_cls] = key[b] // 257
+            n_cls += 1
+        classmap[b] = n_cls - 1
+    n_a = a_trans.shape[0]
+    trans = np.empty((n_t + n_a, n_cls), dtype=np.int32)
+    accept = np.empty(n_t + n_a, dtype=np.bool_)
+    for t in range(n_t):
+        for c in range(n_cls):
+            v = a_trans[a_of[t], ca[c]]
+            trans[t, c] = v + n_t if v >= 0 else -1
+        accept[t] = a_accept[a_of[t]] and not removed[t]
+    for e in range(n_e):
+        trans[e_src[e], classmap[e_byte[e]]] = e_dst[e]
+    for s in range(n_a):
+        for c in range(n_cls):
+            v = a_trans[s, ca[c]]
+            trans[n_t + s, c] = v + n_t if v >= 0 else -1
+        accept[n_t + s] = a_accept[s]
+    return trans, accept, classmap, a_of[:n_t].copy(), n_t, any_removed

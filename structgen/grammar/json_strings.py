@@ -10,6 +10,7 @@ counting construction instead of regex repetition, which keeps
 from __future__ import annotations
 
 import functools
+from json.encoder import encode_basestring as _encode_raw, encode_basestring_ascii as _encode_ascii
 
 import numpy as np
 
@@ -102,10 +103,15 @@ def string_dfa(patterns: tuple[str, ...] = (), min_len: int = 0, max_len: int | 
 
 
 def string_forms(values: list[str]) -> list[bytes]:
-    """Each string's JSON literal in its json.dumps forms (raw and ASCII-escaped)."""
-    import json
-
-    return [enc.encode("utf-8") for v in values for enc in {json.dumps(v, ensure_ascii=False), json.dumps(v)}]
+    """Each string's JSON literal in its json.dumps forms (raw and ASCII-escaped): the encoders
+    json.dumps itself calls on a string, without its per-call set-up."""
+    out = []
+    for v in values:
+        raw = _encode_raw(v)
+        out.append(raw.encode("utf-8"))
+        if not raw.isascii():
+            out.append(_encode_ascii(v).encode("utf-8"))
+    return out
 
 
 def literal_strings(values: list[str]) -> DFA:
