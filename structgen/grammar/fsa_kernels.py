@@ -10,7 +10,8 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-__all__ = ["UTF8_FORMS", "backward_depth", "column_classes", "depth_canonical", "hopcroft_blocks", "live_reachable",
+__all__ = ["UTF8_FORMS", "backward_depth", "column_classes", "depth_canonical", "difference_trie", "hopcroft_blocks",
+           "live_reachable",
            "counted_chain", "pair_product", "plain_loop_states", "renumber_rows", "subset_construction",
            "warm_up_fsa_kernels"]
 
@@ -496,7 +497,6 @@ def _rehash_from(hashes, lo, hi, tsize):
     return slots
 
 
-
 def warm_up_fsa_kernels() -> None:
     """Load (or compile, once per installation) the kernels ahead of the first schema."""
     t = np.full((1, 1), -1, dtype=np.int32)
@@ -510,6 +510,7 @@ def warm_up_fsa_kernels() -> None:
     one, none = np.zeros(1, dtype=np.int32), np.zeros(0, dtype=np.int32)
     subset_construction(2, none, none, one, one, one + 1, 1, one, one + 1, 10, 10, np.zeros(2, dtype=np.bool_))
     pair_product(t, t, a, a, 0, 0, 0, 4)
+    difference_trie(t, np.zeros(256, dtype=np.int32), a, 0, np.zeros(1, dtype=np.uint8), np.array([0, 1]))
 
 
 @numba.njit(cache=True, nogil=True)
