@@ -34,6 +34,8 @@ from __future__ import annotations
 import json
 from decimal import Decimal
 
+from ..grammar.presence import eval_presence
+
 _WS = frozenset(b" \t\n\r")
 _QUOTE, _BACKSLASH, _COMMA, _COLON = 0x22, 0x5C, 0x2C, 0x3A
 _OPEN_ARRAY, _CLOSE_ARRAY, _OPEN_OBJECT, _CLOSE_OBJECT = 0x5B, 0x5D, 0x7B, 0x7D
@@ -168,11 +170,9 @@ def _current_item(frames: tuple, buf, end: int):
 
 def close_ok(check: tuple, keys: frozenset) -> bool:
     """An object's distinct keys against its close check (required, presence, minp, maxp)."""
-    from ..grammar.json_schema import _eval_presence
-
     required, presence, minp, maxp = check
     return (required <= keys and minp <= len(keys) and (maxp is None or len(keys) <= maxp)
-            and all(_eval_presence(p, keys) for p in presence))
+            and all(eval_presence(p, keys) for p in presence))
 
 
 def _failing(g, cid2: int, tracker: tuple, buf, end: int, record: bool):

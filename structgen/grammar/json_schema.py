@@ -36,6 +36,7 @@ from .ir import EPSILON, Alt, Expr, GrammarIR, Graph, Sym, alt, seq
 from .json_strings import (CHUNK_CHARS, MAX_DIRECT_LENGTH, chunk_terminals, literal_strings, string_dfa, string_forms,
                            tail_terminal)
 from .numbers import number_dfa
+from .presence import eval_presence, presence_keys
 
 TYPES = ("null", "boolean", "integer", "number", "string", "array", "object")
 MAX_GRAPH_STATES = 100_000
@@ -672,7 +673,7 @@ class _Compiler:
         presence = [p for n in nodes if isinstance(n.schema, dict) for p in n.schema.get("__presence__", [])]
         keep = [v for v in candidates
                 if self.valid_under(v, nodes)
-                and all(_eval_presence(p, set(v) if isinstance(v, dict) else None) for p in presence)]
+                and all(eval_presence(p, set(v) if isinstance(v, dict) else None) for p in presence)]
         return _dedupe(keep)
 
     def extract_presence(self, n: _Node) -> _Node:
@@ -787,7 +788,7 @@ class _Compiler:
                 if k == "__presence__":
                     if typ == "object":
                         kind = "some"
-                    elif not all(_eval_presence(p, None) for p in v):
+                    elif not all(eval_presence(p, None) for p in v):
                         return "none"
                     continue
                 applies = _KEYWORD_TYPE.get(k)
@@ -894,7 +895,7 @@ class _Compiler:
         if "integer" in excluded_types:
             types.discard("integer")
         presence = [p for n in nodes for p in n.schema.get("__presence__", [])]
-        if presence and not all(_eval_presence(p, None) for p in presence):
+        if presence and not all(eval_presence(p, None) for p in presence):
             types &= {"object"}
         alts: list[Expr] = []
         # values a "not" excludes: null and booleans drop out of their literal sets here (numbers and
@@ -1317,7 +1318,7 @@ class _Compiler:
         for k in sorted(required - set(order)):
             order.append(k)
         presence = [p for n in nodes for p in n.schema.get("__presence__", [])]
-        tracked: list[str] = sorted({k for p in presence for k in _presence_keys(p)})
+        tracked: list[str] = sorted({k for p in presence for k in presence_keys(p)})
         if len(tracked) > 10:
             raise UnsupportedFeature("presence constraints over more than 10 keys", pointer=nodes[0].ptr,
                                      keyword="required")
@@ -1404,7 +1405,7 @@ class _Compiler:
                     edges.append((sid(n_def, c, p), add_member if c == 0 else seq(self.COMMA, add_member),
                                   sid(n_def, nc, p)))
         finals = tuple(sid(n_def, c, p) for c in range(C + 1) for p in range(PB) if c >= minp and all(
-            _eval_presence(pr, {k for k in tracked if p & bit[k]}) for pr in presence))
+            eval_presence(pr, {k for k in tracked if p & bit[k]}) for pr in presence))
         if not finals:
             return None
         body = Graph((n_def + 1) * (C + 1) * PB, tuple(edges), sid(0, 0), finals)
@@ -1459,7 +1460,7 @@ class _Compiler:
         req_bits = sum(bit[k] for k in required if k in bit)
         finals = tuple(sid(seen, c) for seen in range(S) for c in range(C + 1)
                        if c >= minp and seen & req_bits == req_bits
-                       and all(_eval_presence(pr, {k for k in watched if seen & bit[k]}) for pr in presence))
+                       and all(eval_presence(pr, {k for k in watched if seen & bit[k]}) for pr in presence))
         if not finals:
             return None
         return Graph(2 * S * (C + 1), tuple(edges), sid(0, 0), finals)
@@ -1637,38 +1638,6 @@ def _presence_ast(x):
     if "not" in x:
         parts.append(("not", _presence_ast(x["not"])))
     return ("all", parts) if len(parts) != 1 else parts[0]
-
-
-def _eval_presence(ast, present: set | None) -> bool:
-    """Evaluate a presence predicate; ``present=None`` means the value is not an
-    object, where every ``required`` holds vacuously."""
-    tag = ast[0]
-    if tag == "const":
-        return ast[1]
-    if tag == "req":
-        return present is None or all(k in present for k in ast[1])
-    if tag == "not":
-        return not _eval_presence(ast[1], present)
-    vals = [_eval_presence(a, present) for a in ast[1]]
-    if tag == "any":
-        return any(vals)
-    if tag == "all":
-        return all(vals)
-    return sum(vals) == 1
-
-
-def _presence_keys(ast) -> set:
-    tag = ast[0]
-    if tag == "const":
-        return set()
-    if tag == "req":
-        return set(ast[1])
-    if tag == "not":
-        return _presence_keys(ast[1])
-    out: set = set()
-    for a in ast[1]:
-        out |= _presence_keys(a)
-    return out
 
 
 def _simple_valid(value, schema) -> bool:
