@@ -190,10 +190,7 @@ class LexerCore:
 
     def is_dead_end(self, state: int) -> bool:
         """No byte continues a lexeme from ``state`` (it is complete as soon as it gets there)."""
-        dead = self.__dict__.get("_dead_end")
-        if dead is None:
-            dead = self._dead_end_flags()
-        return bool(dead[state])
+        return bool(self._dead_end_flags()[state])
 
     def _dead_end_flags(self) -> bytes:
         """:meth:`is_dead_end` for every state, one byte each (made on first need)."""

@@ -482,7 +482,7 @@ def anchored_walk(node_byte, node_depth, node_end, node_word, node_bit, node_mul
 def end_hits(node_byte, node_depth, node_end, tok_ptr, tok_ids, trans, classmap, n_prod, target, roots, root_states,
              from_boundary, out_states, out_toks, max_depth):
     """Tokens that end in a ``target`` state of a lexer table, reached through its product states
-    only (``< n_prod``): the walk of a key lexer's key prefixes (see ``Lexer.end_checks``).
+    only (``< n_prod``): the walk of a key lexer's key prefixes (see ``Lexer.end_terms``).
 
     From each root node (in state ``root_states[k]`` *at* it), or, with ``from_boundary``, from
     each node's own byte read in state 0 (a continuation).  Fills ``(target state, token)`` pairs

@@ -921,16 +921,14 @@ def difference_trie(a_trans, a_cm, a_accept, a_start, data, offs):
     n_a = a_trans.shape[0]
     trans = np.empty((n_t + n_a, n_cls), dtype=np.int32)
     accept = np.empty(n_t + n_a, dtype=np.bool_)
-    for t in range(n_t):
-        for c in range(n_cls):
-            v = a_trans[a_of[t], ca[c]]
-            trans[t, c] = v + n_t if v >= 0 else -1
-        accept[t] = a_accept[a_of[t]] and not removed[t]
-    for e in range(n_e):
-        trans[e_src[e], classmap[e_byte[e]]] = e_dst[e]
-    for s in range(n_a):
+    for s in range(n_a):  # a's own states below the trie
         for c in range(n_cls):
             v = a_trans[s, ca[c]]
             trans[n_t + s, c] = v + n_t if v >= 0 else -1
         accept[n_t + s] = a_accept[s]
+    for t in range(n_t):  # each trie node: its state's row, then its children
+        trans[t, :] = trans[n_t + a_of[t], :]
+        accept[t] = a_accept[a_of[t]] and not removed[t]
+    for e in range(n_e):
+        trans[e_src[e], classmap[e_byte[e]]] = e_dst[e]
     return trans, accept, classmap, a_of[:n_t].copy(), n_t, any_removed

@@ -27,7 +27,7 @@ import functools
 from urllib.parse import unquote, urldefrag
 from urllib.parse import urljoin as _urljoin
 
-from ..errors import SchemaError, UnsupportedFeature
+from ..errors import GrammarError, SchemaError, UnsupportedFeature
 from .fsa import DFA, difference, difference_literals, intersect, literal_dfa, literal_set_dfa, union
 from .formats import FORMAT_REGEXES, UNSUPPORTED_FORMATS
 from .metaschema import fast_metaschema_ok
@@ -1079,8 +1079,6 @@ class _Compiler:
         try:
             d = string_dfa(tuple(patterns), lo, hi, tuple(formats))
         except Exception as e:
-            from ..errors import GrammarError
-
             if not isinstance(e, (UnsupportedFeature, GrammarError)):
                 raise
             # a pattern no automaton holds (lookaround, an anchor mid-pattern), a format that needs a
@@ -1294,6 +1292,7 @@ class _Compiler:
     def _object(self, nodes: list[_Node]) -> Expr | None:
         minp, maxp = 0, None
         order: list[str] = []
+        in_order: set[str] = set()
         required: set[str] = set()
         names_nodes: list[_Node] = []
         for n in nodes:
@@ -1301,10 +1300,10 @@ class _Compiler:
             props = s.get("properties") or {}
             if not isinstance(props, dict):
                 raise SchemaError("properties must be an object", pointer=f"{n.ptr}/properties")
-            if not order:
-                order.extend(props)
-            else:
-                order.extend(k for k in props if k not in order)
+            for k in props:
+                if k not in in_order:
+                    in_order.add(k)
+                    order.append(k)
             req = s.get("required") or []
             if isinstance(req, list):
                 required.update(x for x in req if isinstance(x, str))
@@ -1315,7 +1314,7 @@ class _Compiler:
                 maxp = v if maxp is None else min(maxp, v)
             if "propertyNames" in s:
                 names_nodes.append(_Node(s["propertyNames"], n.base, f"{n.ptr}/propertyNames"))
-        for k in sorted(required - set(order)):
+        for k in sorted(required - in_order):
             order.append(k)
         presence = [p for n in nodes for p in n.schema.get("__presence__", [])]
         tracked: list[str] = sorted({k for p in presence for k in presence_keys(p)})
@@ -1548,8 +1547,6 @@ class _Compiler:
         no pattern matches, with the additional schema.  A key matching several patterns gets
         any one of their values: an over-approximation the caller has left to a check at the
         value boundary (``unsupported``), which validates the whole object when it closes."""
-        from ..errors import GrammarError
-
         alts = []
         covered: DFA | None = None  # the keys some pattern matches (None: unknown)
         exact = True
@@ -1578,8 +1575,6 @@ class _Compiler:
         return alt(*alts) if alts else None
 
     def pattern_dfa(self, pat: str, n: _Node) -> DFA:
-        from ..errors import GrammarError
-
         try:
             return string_dfa((pat,))
         except (UnsupportedFeature, GrammarError) as e:
