@@ -9,7 +9,7 @@ from engine_helpers import brute_force_mask, mask_set
 from structgen.compiler import GrammarCompiler
 from structgen.engine.counted import CountedStrings
 from structgen.engine.matcher import Matcher
-from structgen.engine.walks import TrieWalker
+from structgen.engine.walks import EV_NODES, EV_STATES, MASK, TrieWalker
 from structgen.grammar.fsa import DFA, difference, difference_literals
 from structgen.grammar.json_strings import string_dfa, string_forms
 
@@ -64,9 +64,9 @@ def test_anchored_walks_equal_direct_walks(smol_compiler, kind):
     anchored, direct = TrieWalker(trie), TrieWalker(trie)
     for s in range(d.n_states):
         w1, w2 = anchored.dfa_walk(d, s), direct.dfa_walk(plain, s)
-        assert np.array_equal(w1.mask, w2.mask), s
-        e1 = sorted(zip(w1.ev_nodes.tolist(), w1.ev_states.tolist()))
-        e2 = sorted(zip(w2.ev_nodes.tolist(), w2.ev_states.tolist()))
+        assert np.array_equal(w1[MASK], w2[MASK]), s
+        e1 = sorted(zip(w1[EV_NODES].tolist(), w1[EV_STATES].tolist()))
+        e2 = sorted(zip(w2[EV_NODES].tolist(), w2[EV_STATES].tolist()))
         assert e1 == e2, s
 
 

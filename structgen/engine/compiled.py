@@ -20,7 +20,7 @@ from .parser import Parser
 from .rules import build_rule_automata, compute_costs
 from .trie import TokenTrie, clear_tokens_where, or_words
 from .value_checks import finishing_terminals, return_frames, rule_done_states
-from .walks import TrieWalker
+from .walks import EV_NODES, GROUPS, MASK, OWN, VALS, WORDS, TrieWalker
 
 MASK_CACHE_ENTRIES = 4096
 
@@ -158,10 +158,10 @@ class CompiledGrammar:
                 self._masks.move_to_end(key)
                 return m
             inside = self._walker.inside(lx, ls)
-            m = inside.mask.copy()
+            m = inside[MASK].copy()
             if lx.widened and ls < lx.core._n_prod:
                 self._clear_ends(cid, lx, m, ls)
-            if len(inside.ev_nodes):
+            if len(inside[EV_NODES]):
                 self._continue(cid, lx, inside, m)
             if self.can_end(cid, lx, ls):
                 for e in self.eos_ids:
@@ -179,8 +179,8 @@ class CompiledGrammar:
         while todo:
             cid, lx, walk = todo.pop()
             core, acc_set = lx.core, lx.acc_set
-            own = walk.own  # a continuation walk of this very core: labels are accept sets
-            for label, gid, nodes in walk.groups:
+            own = walk[OWN]  # a continuation walk of this very core: labels are accept sets
+            for label, gid, nodes in walk[GROUPS]:
                 # else a signature: kind k >= 1 of this core is accept set k - 1 (see Lexer)
                 a = label if own else core.kind_of_signature(label) - 1
                 if a < 0:
@@ -190,11 +190,11 @@ class CompiledGrammar:
                     continue
                 lx2 = lexer_for(c2)
                 w2 = cont(gid, nodes, lx2)
-                if len(w2.words):
-                    or_words(m, w2.words, w2.vals)
+                if len(w2[WORDS]):
+                    or_words(m, w2[WORDS], w2[VALS])
                     if lx2.widened:
                         self._clear_ends(c2, lx2, m, 0, gid, nodes)
-                if len(w2.ev_nodes):
+                if len(w2[EV_NODES]):
                     todo.append((c2, lx2, w2))
 
     def _clear_ends(self, cid: int, lx: Lexer, m: np.ndarray, ls: int, gid: int = 0, nodes=None) -> None:

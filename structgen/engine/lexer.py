@@ -24,6 +24,7 @@ import numpy as np
 
 from ..errors import GrammarError
 from ..grammar.fsa import DFA, _kernel_args
+from ..uids import new_uid
 from .lexer_kernels import build_core, pack_dfa, split_core
 from .trie import PLAIN_BYTES
 from .walks import signature, signature_ids
@@ -69,6 +70,7 @@ class LexerCore:
 
     def __init__(self, dfas: tuple[DFA, ...]):
         self.dfas = dfas
+        self.uid = new_uid()  # walk cache key (see structgen.uids)
         k = len(dfas)
         if k == 0:
             self._empty()
@@ -149,8 +151,9 @@ class LexerCore:
         return {j: off for off, j in self.blocks}
 
     # -- what trie walks need to share results between cores ----------------------------------------
-    def live_key(self, state: int, depth: int, canon_min_states: int) -> tuple[tuple, tuple]:
-        """(live DFAs, hashable key of (DFA id, sub-state) pairs) of a product state.
+    def live_key(self, state: int, depth: int, canon_min_states: int) -> tuple:
+        """A hashable key of a product state's (live DFA uid, sub-state) pairs (ints only: the
+        garbage collector stops tracking it).
 
         Sub-states of large DFAs are replaced by their depth class (see
         ``DFA.depth_classes``): a walk only looks ``depth`` bytes ahead, so e.g. every
@@ -160,9 +163,9 @@ class LexerCore:
         if hit is None:
             a, b = int(self._ptr[state]), int(self._ptr[state + 1])
             js, ss = self._ent_j[a:b].tolist(), self._ent_s[a:b].tolist()
-            live = tuple(self.dfas[j] for j in js)
+            live = [self.dfas[j] for j in js]
             ss = [int(d.depth_classes(depth)[s]) if d.n_states >= canon_min_states else s for d, s in zip(live, ss)]
-            hit = cache[state] = (live, (state == 0, tuple(map(id, live)), tuple(ss)))
+            hit = cache[state] = (state == 0, tuple(d.uid for d in live), tuple(ss))
         return hit
 
     def accept_signature(self, a: int) -> int:
@@ -233,10 +236,10 @@ _cores_lock = threading.Lock()
 
 
 def lexer_core(dfas: tuple[DFA, ...]) -> LexerCore:
-    key = tuple(id(d) for d in dfas)
+    key = tuple(d.uid for d in dfas)
     with _cores_lock:
         core = _cores.get(key)
-        if core is not None and core.dfas == dfas:
+        if core is not None:
             _cores.move_to_end(key)
             return core
     core = LexerCore(dfas)

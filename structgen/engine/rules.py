@@ -8,7 +8,7 @@ bytes) are computed here too: they drive the finish-within-budget guard.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -27,10 +27,11 @@ _NO_TERMS: dict[int, int] = {}
 @dataclass
 class RuleAutomaton:
     name: str
-    final: list[bool]
-    term_edges: list[dict[int, int]]  # terminal id -> next state
-    nt_edges: list[tuple[tuple[int, int], ...]]  # (rule id, next state); tuples of ints: untracked by the GC
-    cost: list[float] = field(default_factory=list)  # min bytes from state to final
+    # rows are tuples of ints, int dicts and int pairs: untracked by the garbage collector
+    final: tuple[bool, ...]
+    term_edges: tuple[dict[int, int], ...]  # terminal id -> next state
+    nt_edges: tuple[tuple[tuple[int, int], ...], ...]  # (rule id, next state)
+    cost: tuple[float, ...] = ()  # min bytes from state to final
 
     @property
     def n_states(self) -> int:
@@ -198,8 +199,9 @@ def build_rule_automata(ir: GrammarIR, term_index: dict[str, int]) -> tuple[list
     nt_all: list[tuple] = [()] * n_total
     for i, row in nt_rows.items():
         nt_all[i] = tuple(row)
-    autos = [RuleAutomaton(n, final[ptr[r]:ptr[r + 1]], term_rows[ptr[r]:ptr[r + 1]], nt_all[ptr[r]:ptr[r + 1]])
-             for r, n in enumerate(names)]
+    # tuples, not lists: a cached grammar's rows then cost the garbage collector nothing
+    autos = [RuleAutomaton(n, tuple(final[ptr[r]:ptr[r + 1]]), tuple(term_rows[ptr[r]:ptr[r + 1]]),
+                           tuple(nt_all[ptr[r]:ptr[r + 1]])) for r, n in enumerate(names)]
     _check_left_recursion(autos)
     return autos, rule_index
 
@@ -285,4 +287,6 @@ def compute_costs(autos: list[RuleAutomaton], term_cost: list[int]) -> list[floa
             if cost[0] < rule_cost[r]:
                 rule_cost[r] = cost[0]
                 changed = True
+    for a in autos:
+        a.cost = tuple(a.cost)  # read-only from here on (and untracked by the GC)
     return rule_cost

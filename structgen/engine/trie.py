@@ -16,6 +16,7 @@ import numba
 import numpy as np
 
 from ..grammar.fsa_kernels import UTF8_FORMS, plain_loop_states
+from ..uids import new_uid
 
 
 #: Printable ASCII except the quote and backslash: what JSON string content repeats freely.
@@ -33,7 +34,7 @@ def plain_loops(trans: np.ndarray, classmap: np.ndarray) -> np.ndarray:
 class TokenTrie:
     __slots__ = ("node_byte", "node_depth", "node_end", "tok_ptr", "tok_ids", "n_nodes", "max_depth",
                  "token_bytes", "vocab_size", "node_word", "node_bit", "node_multi", "node_plain_below",
-                 "root_table")
+                 "root_table", "uid")
 
     def __init__(self, node_byte, node_depth, node_end, tok_ptr, tok_ids, token_bytes, vocab_size):
         self.node_byte = node_byte
@@ -45,6 +46,7 @@ class TokenTrie:
         self.max_depth = int(node_depth.max()) if len(node_depth) else 0
         self.token_bytes = token_bytes
         self.vocab_size = vocab_size
+        self.uid = new_uid()  # walk cache key (see structgen.uids)
         # the first token of each node as (mask word, bit): the walk ORs it in without a branch
         # (bit 0 where the node ends no token); nodes with more tokens are flagged
         counts = np.diff(tok_ptr)

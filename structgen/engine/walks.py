@@ -21,7 +21,6 @@ process-wide caches keyed by the automaton objects:
 from __future__ import annotations
 
 import itertools
-import operator
 import threading
 from collections import OrderedDict
 
@@ -83,28 +82,27 @@ def signature_ids(code: int) -> tuple:
     return _sig_list[code]
 
 
-class Walk:
-    """One walk's result: the tokens it allows and where lexemes end in it.
+#: A walk's result is a plain tuple, indexed by these: the garbage collector stops tracking a
+#: tuple of arrays and ints the first time it sees one, so tens of thousands of cached walks
+#: cost nothing in a full collection (a class instance would be rescanned in every one).
+MASK, WORDS, VALS, EV_NODES, EV_STATES, GROUPS, OWN = range(7)
+Walk = tuple
+
+
+def make_walk(ev_nodes: np.ndarray, ev_states: np.ndarray, groups: tuple, *, own: bool = False,
+              mask: np.ndarray | None = None, words: np.ndarray | None = None,
+              vals: np.ndarray | None = None) -> Walk:
+    """One walk's result: the tokens it allows (``mask``, or sparse ``words``/``vals``) and where
+    lexemes end in it.
 
     ``ev_states`` are in the numbering of the table walked.  ``groups`` splits the
     boundary nodes by the kind of lexeme that ended there, each with a process-wide
     group id (continuation keys).  Walks shared between lexer cores (inside walks)
     label their groups by :func:`signature` (which automata accepted); a continuation
-    walk belongs to one core (``owner``, ``own`` True) and labels them by that core's
-    accept sets directly."""
-
-    __slots__ = ("owner", "mask", "words", "vals", "ev_nodes", "ev_states", "groups", "own")
-
-    def __init__(self, owner, ev_nodes: np.ndarray, ev_states: np.ndarray, groups: tuple, *, own: bool = False,
-                 mask: np.ndarray | None = None, words: np.ndarray | None = None, vals: np.ndarray | None = None):
-        self.owner = owner
-        self.mask = mask
-        self.words = words
-        self.vals = vals
-        self.ev_nodes = ev_nodes
-        self.ev_states = ev_states
-        self.groups = groups
-        self.own = own
+    walk belongs to one core (``own`` True) and labels them by that core's accept sets
+    directly.  A walk holds no reference to what it was walked in: its cache key says that
+    (``structgen.uids``), so caching a walk keeps no lexer core alive."""
+    return (mask, words, vals, ev_nodes, ev_states, groups, own)
 
 
 @numba.njit(cache=True, nogil=True)
@@ -153,33 +151,28 @@ def _groups_by_state(ev_nodes: np.ndarray, ev_states: np.ndarray, acc_id: np.nda
 
 def _dfa_walk_result(dfa, ev_nodes, ev_states, **arrays) -> Walk:
     """A walk of one DFA's own table: every boundary is that terminal's."""
-    return Walk(dfa, ev_nodes, ev_states, _one_group(signature((id(dfa),)), ev_nodes), **arrays)
+    return make_walk(ev_nodes, ev_states, _one_group(signature((id(dfa),)), ev_nodes), **arrays)
 
 
-def _core_walk_result(owner, core, ev_nodes, ev_states, **arrays) -> Walk:
+def _core_walk_result(core, ev_nodes, ev_states, **arrays) -> Walk:
     """A walk in a lexer core's table: boundaries by the automata accepting at each state."""
-    return Walk(owner, ev_nodes, ev_states, _groups_by_state(ev_nodes, ev_states, core.acc_id, core.accept_signature),
+    return make_walk(ev_nodes, ev_states, _groups_by_state(ev_nodes, ev_states, core.acc_id, core.accept_signature),
                 **arrays)
 
 
 class _Cache:
-    """A thread-safe LRU whose hits are checked against the owner object(s) (ids get reused)."""
+    """A thread-safe LRU keyed by uids (``structgen.uids``), so a key alone names its automata."""
 
     def __init__(self, capacity: int):
         self.capacity = capacity
         self.data: OrderedDict = OrderedDict()
         self.lock = threading.Lock()
 
-    def get(self, key, owner):
+    def get(self, key):
         with self.lock:
             hit = self.data.get(key)
-            if hit is None:
-                return None
-            o = hit.owner
-            if o is not owner and not (type(o) is tuple and type(owner) is tuple and len(o) == len(owner)
-                                       and all(map(operator.is_, o, owner))):
-                return None
-            self.data.move_to_end(key)
+            if hit is not None:
+                self.data.move_to_end(key)
             return hit
 
     def put(self, key, value) -> None:
@@ -256,15 +249,14 @@ class TrieWalker:
         counted = self._counted_chunk(core, ls)
         if counted is not None:
             return counted
-        live, key = core.live_key(ls, self.trie.max_depth + 1, CANON_MIN_STATES)
-        key = (key, id(self.trie))
-        hit = inside_cache.get(key, live)
+        key = (core.live_key(ls, self.trie.max_depth + 1, CANON_MIN_STATES), self.trie.uid)
+        hit = inside_cache.get(key)
         if hit is None:
             res = self._anchored_product(lx, ls)
             if res is None:
                 res = self._root_events(core, lx.trans, lx.classmap, lx.boundary, ls)
             m, ev_n, ev_s = res
-            hit = _core_walk_result(live, core, ev_n, ev_s, mask=m)
+            hit = _core_walk_result(core, ev_n, ev_s, mask=m)
             inside_cache.put(key, hit)
         return hit
 
@@ -275,8 +267,8 @@ class TrieWalker:
             return counted
         if dfa.n_states >= CANON_MIN_STATES:
             sub = int(dfa.depth_classes(self.trie.max_depth + 1)[sub])
-        key = (id(dfa), id(self.trie), sub)
-        hit = inside_cache.get(key, dfa)
+        key = (dfa.uid, self.trie.uid, sub)
+        hit = inside_cache.get(key)
         if hit is None:
             res = None
             if getattr(dfa, "shadow", None) is not None:
@@ -308,8 +300,8 @@ class TrieWalker:
         if counts is None or counts[sub] < 0:
             return None
         i = int(counts[sub])
-        key = (id(dfa), id(self.trie), ("counted", bounds[0] - i, bounds[1] - i))
-        hit = inside_cache.get(key, dfa)
+        key = (dfa.uid, self.trie.uid, ("counted", bounds[0] - i, bounds[1] - i))
+        hit = inside_cache.get(key)
         if hit is None:
             m, ev_nodes = cs.inside(bounds[0] - i, bounds[1] - i)
             # every event is this terminal's lexeme end: the signature says so, states are not needed
@@ -350,9 +342,8 @@ class TrieWalker:
                 return None
             lo, hi = tail.length_bounds[0] - i, tail.length_bounds[1] - i
         r = chunk.chunk_chars - i
-        owner = chunk if tail is None else (chunk, tail)
-        key = (id(chunk), id(tail), id(self.trie), ("chunk", r, lo, hi))
-        hit = inside_cache.get(key, owner)
+        key = (chunk.uid, tail.uid if tail is not None else 0, self.trie.uid, ("chunk", r, lo, hi))
+        hit = inside_cache.get(key)
         if hit is None:
             m, closed_ev, open_ev = cs.chunk(r, lo, hi)
             groups = _one_group(signature((id(chunk),)), open_ev)
@@ -360,7 +351,7 @@ class TrieWalker:
                 groups += _one_group(signature((id(tail),)), closed_ev)
             ev_nodes = np.concatenate([open_ev, closed_ev]) if tail is not None else open_ev
             # groups carry their accepting automaton as a signature; states are not needed
-            hit = Walk(owner, ev_nodes, np.full(len(ev_nodes), -1, dtype=np.int32), groups, mask=m)
+            hit = make_walk(ev_nodes, np.full(len(ev_nodes), -1, dtype=np.int32), groups, mask=m)
             inside_cache.put(key, hit)
         return hit
 
@@ -391,7 +382,7 @@ class TrieWalker:
         ref = self.dfa_walk(a, int(base[q]))
         m = np.empty(self.n_words, dtype=np.uint32)
         n = self.trie.anchored_walk(trans, classmap, boundary, _plain_loop(owner, trans, classmap), int(x), int(lo),
-                                    int(d.n_states), pure, pure_of, ref.mask, ref.ev_nodes, ref.ev_states, m,
+                                    int(d.n_states), pure, pure_of, ref[MASK], ref[EV_NODES], ref[EV_STATES], m,
                                     self._ev_nodes, self._ev_states)
         if n < 0:
             return None
@@ -417,15 +408,15 @@ class TrieWalker:
     def cont(self, gid: int, nodes: np.ndarray, lx2) -> Walk:
         """Tokens crossing into the next lexeme at ``nodes`` (group ``gid``) lexed by ``lx2``."""
         core = lx2.core
-        key = (gid, id(core))
-        hit = cont_cache.get(key, core)
+        key = (gid, core.uid)
+        hit = cont_cache.get(key)
         if hit is None:
             n, nw = self.trie.walk_from_boundaries(lx2.trans, lx2.classmap, lx2.boundary, nodes, self._scratch,
                                                    self._words, self._vals, self._ev_nodes, self._ev_states,
                                                    _plain_loop(core, lx2.trans, lx2.classmap))
             # events in this core's own numbering: labelled by its accept sets (no signatures)
             ev_nodes, ev_states = self._ev_nodes[:n].copy(), self._ev_states[:n].copy()
-            hit = Walk(core, ev_nodes, ev_states, _groups_by_state(ev_nodes, ev_states, core.acc_id), own=True,
+            hit = make_walk(ev_nodes, ev_states, _groups_by_state(ev_nodes, ev_states, core.acc_id), own=True,
                        words=self._words[:nw].copy(), vals=self._vals[:nw].copy())
             cont_cache.put(key, hit)
         return hit

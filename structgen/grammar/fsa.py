@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..errors import GrammarError
+from ..uids import new_uid
 from .fsa_kernels import backward_depth as _backward_depth, column_classes as _column_classes, \
     counted_chain as _counted_chain, depth_canonical as _depth_canonical, difference_trie as _difference_trie, \
     hopcroft_blocks as _hopcroft_blocks, \
@@ -101,6 +102,8 @@ class DFA:
     classmap: np.ndarray  # int32 [256]
     start: int = 0
     _dist: np.ndarray | None = field(default=None, repr=False)
+    #: cache key of this automaton (see ``structgen.uids``)
+    uid: int = field(default_factory=new_uid, init=False, repr=False, compare=False)
 
     @property
     def n_states(self) -> int:
@@ -121,9 +124,10 @@ class DFA:
                 lo = b
         return out
 
-    def range_edges(self) -> tuple[list[int], list[int], list[int], list[int]]:
-        """Every transition as byte ranges: (states, lows, highs, targets) lists (cached: a regex
-        embeds the same character automaton once per repetition)."""
+    def range_edges(self) -> tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...], tuple[int, ...]]:
+        """Every transition as byte ranges: (states, lows, highs, targets) (cached: a regex embeds
+        the same character automaton once per repetition; tuples of ints, which the garbage
+        collector stops tracking)."""
         out = self.__dict__.get("_range_edges")
         if out is None:
             inv = self.class_ranges()
@@ -139,7 +143,7 @@ class DFA:
                             lo.append(a)
                             hi.append(b)
                             dst.append(t)
-            out = self._range_edges = (src, lo, hi, dst)
+            out = self._range_edges = (tuple(src), tuple(lo), tuple(hi), tuple(dst))
         return out
 
     def accepting_states(self) -> list[int]:
@@ -352,7 +356,7 @@ def literal_set_dfa(strings) -> DFA:
     return _literal_set_dfa(tuple(sorted(set(strings))))
 
 
-@functools.lru_cache(maxsize=16384)
+@functools.lru_cache(maxsize=4096)
 def _literal_set_dfa(strings: tuple[bytes, ...]) -> DFA:
     if not strings:
         return empty_dfa()
@@ -423,23 +427,23 @@ def _inherit_shadow(out: DFA, shadow, pa: np.ndarray, pb: np.ndarray) -> None:
 _PRODUCT_MODES = {"and": 0, "or": 1, "diff": 2}
 
 
-_DIFF_CACHE: "OrderedDict[tuple, tuple[DFA, DFA]]" = OrderedDict()
-_DIFF_CACHE_ENTRIES = 4096
+_DIFF_CACHE: "OrderedDict[tuple, DFA]" = OrderedDict()
+_DIFF_CACHE_ENTRIES = 2048
 _DIFF_LOCK = threading.Lock()
 
 
 def difference_literals(a: DFA, strings) -> DFA:
     """``a`` minus a finite set of byte strings (memoised: objects with the same defined keys,
     in one schema or across schemas, share one "any other key" automaton and its walks)."""
-    key = (id(a), frozenset(strings))
+    key = (a.uid, tuple(sorted(set(strings))))  # ints and bytes only: untracked by the GC
     with _DIFF_LOCK:
         hit = _DIFF_CACHE.get(key)
-        if hit is not None and hit[0] is a:
+        if hit is not None:
             _DIFF_CACHE.move_to_end(key)
-            return hit[1]
+            return hit
     out = _difference_literals(a, key[1])
     with _DIFF_LOCK:
-        _DIFF_CACHE[key] = (a, out)
+        _DIFF_CACHE[key] = out
         if len(_DIFF_CACHE) > _DIFF_CACHE_ENTRIES:
             _DIFF_CACHE.popitem(last=False)
     return out

@@ -34,7 +34,7 @@ _CATS = {
 }
 
 
-@functools.lru_cache(maxsize=1024)
+@functools.lru_cache(maxsize=256)
 def parse(pattern: str, flags: int = 0):
     """Python's parse tree of ``pattern`` (cached and only read: the counted-class fast path and
     the NFA builder both look at it)."""
@@ -306,16 +306,26 @@ def compile_regex(pattern: str, *, search: bool = False, json_string: bool = Fal
     key = (pattern, search, json_string, flags)
     failed = _FAILED.get(key)
     if failed is not None:  # a pattern over the limits fails once, not on every retry
-        raise failed
+        raise _detached(failed)
     try:
         return _compile_cached(pattern, search, json_string, flags)
     except (GrammarError, UnsupportedFeature) as e:
         if len(_FAILED) < 1024:
-            _FAILED[key] = e
+            _FAILED[key] = _detached(e)
         raise
 
 
 _FAILED: dict[tuple, Exception] = {}
+
+
+def _detached(e: Exception) -> Exception:
+    """A copy of ``e`` without traceback or context: a remembered failure must not keep the
+    frames it was raised in (and the whole compile they hold) alive, nor collect a new
+    traceback entry on every re-raise."""
+    out = e.__class__.__new__(e.__class__)
+    out.__dict__.update(e.__dict__)
+    out.args = e.args
+    return out
 
 
 def literal_pattern(text: str) -> str:
