@@ -53,6 +53,7 @@ class _DeepRunner:
             finally:
                 sys.setrecursionlimit(old)
                 done.set()
+                del fn, box, done  # this frame waits for the next job: it must not keep this one's result alive
 
     def run(self, fn) -> dict:
         """``{"value": ...}`` or ``{"error": exception}``."""

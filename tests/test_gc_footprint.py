@@ -1,0 +1,83 @@
+"""What the process-wide caches leave for the garbage collector.
+
+A full collection rescans every tracked object, and its pause lands in whichever compile
+or mask is running: caches of walks, rows and failures must hold plain tuples of arrays and
+ints (untracked once seen) and must not keep lexer cores or compile frames alive."""
+from __future__ import annotations
+
+import gc
+import weakref
+
+import pytest
+
+from structgen.compiler import GrammarCompiler
+from structgen.engine import lexer as lexer_mod
+from structgen.engine import walks
+from structgen.engine.matcher import Matcher
+from structgen.errors import StructgenError
+from structgen.grammar.regex import _FAILED, compile_regex
+from structgen.masks import allocate_token_bitmask
+
+SCHEMA = {
+    "type": "object",
+    "properties": {
+        "name": {"type": "string", "maxLength": 20},
+        "tags": {"type": "array", "items": {"enum": ["a", "b", "c"]}},
+        "age": {"type": "integer", "minimum": 0},
+    },
+    "required": ["name"],
+}
+
+
+@pytest.fixture(scope="module")
+def compiler(smol_info):
+    return GrammarCompiler(smol_info)
+
+
+def _drive(grammar, text: bytes) -> None:
+    """A mask after every two bytes of ``text`` (fills the walk caches)."""
+    m = Matcher(grammar)
+    bm = allocate_token_bitmask(1, m.vocab_size)
+    m.fill_next_token_bitmask(bm, index=0)
+    for i in range(0, len(text), 2):
+        assert m.accept_bytes(text[i:i + 2])
+        m.fill_next_token_bitmask(bm, index=0)
+    assert m.is_accepting()
+
+
+def test_cached_walks_and_rule_rows_are_untracked(compiler):
+    g = compiler.compile_json_schema(SCHEMA, whitespace="compact")
+    _drive(g, b'{"name":"ab","tags":["a","c"],"age":41}')
+    for _ in range(3):  # a collection untracks a tuple once the tuples inside it are untracked
+        gc.collect()
+    cached = list(walks.inside_cache.data.values()) + list(walks.cont_cache.data.values())
+    assert cached and not any(gc.is_tracked(w) for w in cached)
+    for a in g.parser.autos:
+        assert not gc.is_tracked(a.final) and not gc.is_tracked(a.nt_edges) and not gc.is_tracked(a.cost)
+
+
+def test_a_cached_walk_keeps_no_lexer_core_alive(compiler):
+    g = compiler.compile_json_schema({"type": "array", "items": {"type": "string", "pattern": "^q[0-9]+z$"}},
+                                     whitespace="compact")
+    _drive(g, b'["q12z","q3z"]')
+    refs = [weakref.ref(c) for c in list(lexer_mod._cores.values())]
+    assert refs
+    n_walks = len(walks.cont_cache.data) + len(walks.inside_cache.data)
+    del g
+    compiler._cache.clear()
+    lexer_mod._cores.clear()
+    gc.collect()
+    assert n_walks and all(r() is None for r in refs)
+
+
+def test_a_remembered_regex_failure_holds_no_frames():
+    pattern = "(?<=x)never-seen-before-[0-9]"
+    errors = []
+    for _ in range(3):
+        with pytest.raises(StructgenError) as info:
+            compile_regex(pattern)
+        errors.append(info.value)
+    kept = _FAILED[(pattern, False, False, 0)]
+    assert kept.__traceback__ is None and kept.__context__ is None
+    assert all(e is not kept for e in errors) and len({id(e) for e in errors}) == 3
+    assert str(errors[2]) == str(errors[0]) and type(errors[2]) is type(errors[0])
