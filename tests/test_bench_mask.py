@@ -400,6 +400,8 @@ def test_run_maskbench_with_toy_engines(tmp_path):
     assert an["counts"]["validation_error"] == 3 and an["counts"]["pass"] == 4
     assert an["valid_rejected_tests"] == N_VALID and an["setup_s"] is not None
     assert an["peak_rss_mb"] > 0 and an["n_tokens"] == 12
+    assert an["gc_s"] is not None and an["gc_s"] >= 0 and an["gc_full"] >= 0  # the workers' GC pauses
+    assert all("gc_ms" in r for r in read_results(tmp_path / "toy-allow-nothing.jsonl").values())
 
     # table: one row per engine, plus ratios
     assert res.table.count("\n") == 3 and "toy-hang-or-crash" in res.table and "toy-allow-nothing" in res.table
@@ -499,3 +501,20 @@ def test_test_suite_records_and_engine_table(tmp_path):
     table = engines_table({"a": {"minimum#0": {"status": "pass"}, "minimum#1": {"status": "invalidation_error"}},
                            "b": {"minimum#0": {"status": "pass"}, "minimum#1": {"status": "pass"}}})
     assert "| minimum | 2 | 1 | 2 |" in table and "a: 1, b: 0" in table
+
+
+def test_gc_pauses_are_summed_per_schema():
+    import gc
+
+    from structgen.bench.maskbench import GcPauses
+
+    pauses = GcPauses()
+    gc.callbacks.append(pauses)
+    try:
+        gc.collect()
+        gc.collect(0)
+    finally:
+        gc.callbacks.remove(pauses)
+    assert pauses.full == 1 and pauses.total_ns > 0
+    pauses.reset()
+    assert pauses.full == 0 and pauses.total_ns == 0

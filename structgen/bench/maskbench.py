@@ -261,6 +261,28 @@ def _encoder(tokenizer: Any) -> Callable[[str], list[int]]:
     return encode
 
 
+class GcPauses:
+    """A ``gc.callbacks`` hook summing the garbage collector's pauses: a Python engine's full
+    collections land inside whichever compile or mask is running, so the report says how much
+    of the measured time they were (``gc_ms`` and ``gc_full`` per schema)."""
+
+    def __init__(self) -> None:
+        self.total_ns = 0
+        self.full = 0
+        self._start = 0
+
+    def reset(self) -> None:
+        self.total_ns = 0
+        self.full = 0
+
+    def __call__(self, phase: str, info: dict) -> None:
+        if phase == "start":
+            self._start = time.perf_counter_ns()
+        else:
+            self.total_ns += time.perf_counter_ns() - self._start
+            self.full += info.get("generation") == 2
+
+
 def make_mask_worker(engine: str | type[MaskEngine], tokenizer_spec: Any, warmup: bool = True):
     """Worker factory (runs in the child): load the tokenizer, set the engine up once.
 
@@ -304,9 +326,14 @@ def make_mask_worker(engine: str | type[MaskEngine], tokenizer_spec: Any, warmup
     gc.freeze()
 
     decode = getattr(tok, "decode", None)
+    pauses = GcPauses()
+    gc.callbacks.append(pauses)
 
     def handler(record: dict) -> dict:
-        return run_schema(eng, encode, record, bitmask=bitmask, decode=decode)
+        pauses.reset()
+        res = run_schema(eng, encode, record, bitmask=bitmask, decode=decode)
+        res["gc_ms"], res["gc_full"] = round(pauses.total_ns / 1e6, 3), pauses.full
+        return res
 
     return handler, info
 

@@ -90,6 +90,9 @@ def summarize_engine(name: str, records: Sequence[dict], setups: Sequence[dict],
         "warmup_s": statistics.median(warm) if warm else None,
         "worker_starts": len(setups),
         "peak_rss_mb": max(rss) if rss else None,
+        # garbage-collector pauses inside the measured compiles and masks (Python engines pay them)
+        "gc_s": sum(r.get("gc_ms") or 0.0 for r in records) / 1e3 if any("gc_ms" in r for r in records) else None,
+        "gc_full": sum(r.get("gc_full") or 0 for r in records) if any("gc_full" in r for r in records) else None,
     }
 
 
@@ -110,7 +113,7 @@ _HEAD = (
      "TTFM p50", "p90", "p99", "max (ms)",
      "TBM p50", "p90", "p99", "p99.9", "max", "mean (µs)"]
     + [label for _, label in STATUS_COLUMNS]
-    + ["pass %", "set-up s", "peak RSS MB"]
+    + ["pass %", "set-up s", "peak RSS MB", "GC s (full)"]
 )
 
 
@@ -121,7 +124,8 @@ def _row(s: dict) -> list[str]:
          _f(t["p50"], 2), _f(t["p90"], 2), _f(t["p99"], 2), _f(t["max"], 2),
          _f(b["p50"]), _f(b["p90"]), _f(b["p99"]), _f(b["p99.9"]), _f(b["max"]), _f(b["mean"])]
         + [str(s["counts"].get(k, 0)) for k, _ in STATUS_COLUMNS]
-        + [f"{s['pass_pct']:.1f}", _f(s["setup_s"], 2), _f(s["peak_rss_mb"], 0)]
+        + [f"{s['pass_pct']:.1f}", _f(s["setup_s"], 2), _f(s["peak_rss_mb"], 0),
+           "-" if s.get("gc_s") is None else f"{s['gc_s']:.1f} ({s.get('gc_full') or 0})"]
     )
 
 
