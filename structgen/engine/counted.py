@@ -146,7 +146,7 @@ class CountedStrings:
         return hit
 
 
-_by_trie: "OrderedDict[tuple[int, int], tuple[object, DFA, CountedStrings]]" = OrderedDict()
+_by_trie: "OrderedDict[tuple[int, int], CountedStrings]" = OrderedDict()  # keyed by uids (structgen.uids)
 _lock = threading.Lock()
 #: Counted walks kept per process: the JSON string's per tokenizer, plus one per character class.
 COUNTED_WALK_ENTRIES = 64
@@ -159,15 +159,15 @@ def counted_strings(trie, base: DFA | None = None) -> CountedStrings:
 
     if base is None:
         base = string_dfa()
-    key = (id(trie), id(base))
+    key = (trie.uid, base.uid)
     with _lock:
         hit = _by_trie.get(key)
-        if hit is not None and hit[0] is trie and hit[1] is base:
+        if hit is not None:
             _by_trie.move_to_end(key)
-            return hit[2]
+            return hit
     cs = CountedStrings(trie, base)
     with _lock:
-        _by_trie[key] = (trie, base, cs)
+        _by_trie[key] = cs
         while len(_by_trie) > COUNTED_WALK_ENTRIES:
             _by_trie.popitem(last=False)  # never the first: the JSON string's walk is refreshed on use
     return cs

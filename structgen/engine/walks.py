@@ -157,7 +157,7 @@ def _dfa_walk_result(dfa, ev_nodes, ev_states, **arrays) -> Walk:
 def _core_walk_result(core, ev_nodes, ev_states, **arrays) -> Walk:
     """A walk in a lexer core's table: boundaries by the automata accepting at each state."""
     return make_walk(ev_nodes, ev_states, _groups_by_state(ev_nodes, ev_states, core.acc_id, core.accept_signature),
-                **arrays)
+                     **arrays)
 
 
 class _Cache:
@@ -417,7 +417,7 @@ class TrieWalker:
             # events in this core's own numbering: labelled by its accept sets (no signatures)
             ev_nodes, ev_states = self._ev_nodes[:n].copy(), self._ev_states[:n].copy()
             hit = make_walk(ev_nodes, ev_states, _groups_by_state(ev_nodes, ev_states, core.acc_id), own=True,
-                       words=self._words[:nw].copy(), vals=self._vals[:nw].copy())
+                            words=self._words[:nw].copy(), vals=self._vals[:nw].copy())
             cont_cache.put(key, hit)
         return hit
 

@@ -449,13 +449,13 @@ def difference_literals(a: DFA, strings) -> DFA:
     return out
 
 
-def _difference_literals(a: DFA, strings) -> DFA:
-    """``a`` minus a finite set of byte strings, without a general product.
+def _difference_literals(a: DFA, ordered: tuple[bytes, ...]) -> DFA:
+    """``a`` minus a finite set of byte strings (``ordered``: sorted, no repeats), without a
+    general product.
 
     The product with a trie only ever pairs a trie node with the one state of
     ``a`` its prefix leads to, so the result is the trie (each node carrying
     that state's row, children overriding) on top of ``a``'s own states."""
-    ordered = sorted(set(strings))
     data = np.frombuffer(b"".join(ordered), dtype=np.uint8)
     offs = np.zeros(len(ordered) + 1, dtype=np.int64)
     np.cumsum([len(x) for x in ordered], out=offs[1:])
