@@ -54,6 +54,21 @@ def test_cached_walks_and_rule_rows_are_untracked(compiler):
     assert cached and not any(gc.is_tracked(w) for w in cached)
     for a in g.parser.autos:
         assert not gc.is_tracked(a.final) and not gc.is_tracked(a.nt_edges) and not gc.is_tracked(a.cost)
+        assert not gc.is_tracked(a.terms) and not gc.is_tracked(a.term_next)
+
+
+def test_a_grammars_parser_tables_and_mask_cache_are_untracked(compiler):
+    """A cached grammar's per-configuration tables, lexer maps and masks are dicts of ints, tuples
+    of ints and arrays: a full collection untracks them, so 64 cached grammars cost it nothing."""
+    g = compiler.compile_json_schema(SCHEMA, whitespace="compact")
+    _drive(g, b'{"name":"xy","tags":["b"],"age":7}')
+    assert g._masks and g._lexer_of and g.parser.n_configs > 3
+    for _ in range(3):
+        gc.collect()
+    p = g.parser
+    tables = [g._masks, g._lexer_of, g._lexer_by_allowed, g.lexers._by_set, g.term_names, g.rule_names,
+              p.stacks, p.can_end, p.after_ignore, p.allowed, p._index, p._scan]
+    assert [gc.is_tracked(t) for t in tables] == [False] * len(tables)
 
 
 def test_a_cached_walk_keeps_no_lexer_core_alive(compiler):

@@ -72,7 +72,7 @@ def test_lone_terminal_core_is_a_view_or_a_copy_that_steps_alike(pattern):
 
 def test_core_with_no_dfas_and_state_cap(monkeypatch):
     empty = LexerCore(())
-    assert empty.trans.shape == (1, 1) and empty.acc_kinds == [()]
+    assert empty.trans.shape == (1, 1) and empty.acc_kinds == ((),)
     import structgen.engine.lexer as lexer
 
     monkeypatch.setattr(lexer, "MAX_LEXER_STATES", 10)

@@ -60,7 +60,7 @@ def _language(e, n: int) -> set[tuple[str, ...]]:
 def _accepts(auto, word: tuple[int, ...]) -> bool:
     s = 0
     for t in word:
-        s = auto.term_edges[s].get(t)
+        s = dict(auto.term_edges(s)).get(t)
         if s is None:
             return False
     return auto.final[s]
@@ -105,7 +105,7 @@ def test_rules_are_deterministic_and_reference_each_other():
     def run(word):  # ("t", terminal id) / ("r", rule id) steps from the start state
         s = 0
         for kind, x in word:
-            s = start.term_edges[s].get(x) if kind == "t" else dict(start.nt_edges[s]).get(x)
+            s = dict(start.term_edges(s)).get(x) if kind == "t" else dict(start.nt_edges[s]).get(x)
             if s is None:
                 return False
         return start.final[s]

@@ -10,7 +10,7 @@ lexer, usually a few small subtrees.  Full masks are cached per
 from __future__ import annotations
 
 import threading
-from collections import OrderedDict
+from itertools import islice
 
 import numpy as np
 
@@ -23,6 +23,7 @@ from .value_checks import finishing_terminals, return_frames, rule_done_states
 from .walks import EV_NODES, GROUPS, MASK, OWN, VALS, WORDS, TrieWalker
 
 MASK_CACHE_ENTRIES = 4096
+_NOTHING: frozenset[int] = frozenset()
 
 
 class CompiledGrammar:
@@ -37,19 +38,19 @@ class CompiledGrammar:
         self.trie = trie
         self.validator = validator  # final-output check for lenient compiles
         names = list(ir.terminals)
-        self.term_names = names
+        self.term_names = tuple(names)  # strings only: untracked by the GC
         term_index = {n: i for i, n in enumerate(names)}
         self.term_dfas = [ir.terminals[n].dfa for n in names]
         ignore = frozenset(term_index[n] for n in names if ir.terminals[n].ignore)
         autos, rule_index = build_rule_automata(ir, term_index)
-        self.rule_names = list(rule_index)
+        self.rule_names = tuple(rule_index)
         self._autos = autos
         self._costs_ready = False  # shortest completions: only the budget guard needs them
         self.parser = Parser(autos, rule_index[ir.start], ignore)
         # constraints checked as values complete (structgen.engine.value_checks): uniqueItems items the
         # automaton cannot tell apart, and the key sets of objects with too many keys to track
         unique_rules = {rule_index[n] for n in ir.meta.get("unique_items", ()) if n in rule_index}
-        self.unique_frames = return_frames(autos, unique_rules) if unique_rules else frozenset()
+        self.unique_frames = return_frames(autos, unique_rules) if unique_rules else _NOTHING
         self.close_checks = {rule_index[n]: c for n, c in ir.meta.get("close_checks", {}).items() if n in rule_index}
         self.close_finish = finishing_terminals(autos, self.close_checks)
         # values the automaton over-approximates, validated with jsonschema as they complete
@@ -63,37 +64,43 @@ class CompiledGrammar:
         # them all (see Lexer), so the sets of keys left share one lexer and its walks
         self.key_families = {term_index[d]: frozenset(term_index[k] for k in keys)
                              for d, keys in ir.meta.get("key_families", {}).items()}
-        self._lexer_of: dict[int, Lexer] = {}
-        self._lexer_by_allowed: dict[tuple, Lexer] = {}
+        # configuration -> lexer id, allowed terminals -> lexer id (ints: the dicts stay untracked
+        # by the garbage collector, which a cached grammar's thousands of entries would cost)
+        self._lexer_of: dict[int, int] = {}
+        self._lexer_by_allowed: dict[tuple, int] = {}
         self._excluded_of: dict[int, frozenset] = {}
         self._refused_ends: dict[int, np.ndarray | None] = {}  # per configuration: end states it refuses
         self.vocab_size = tokenizer.vocab_size
         self.n_words = (self.vocab_size + 31) // 32
         self.eos_ids = tuple(t for t in tokenizer.eos_ids if t < self.vocab_size)
         self._lock = threading.RLock()
-        self._masks: OrderedDict[tuple[int, int, int], np.ndarray] = OrderedDict()
+        # mask_key(cid, lexer, lexer state) -> mask, least recently used first (int keys and arrays:
+        # a plain dict of them is never tracked by the garbage collector, where an OrderedDict is)
+        self._masks: dict[int, np.ndarray] = {}
         self._walker = TrieWalker(trie)
 
     # -- state helpers ---------------------------------------------------------
     def lexer_for(self, cid: int) -> Lexer:
-        lx = self._lexer_of.get(cid)
-        if lx is None:
+        i = self._lexer_of.get(cid)
+        if i is None:
             allowed = self.parser.allowed[cid]
-            lx = self._lexer_by_allowed.get(allowed)
-            if lx is None:
+            i = self._lexer_by_allowed.get(allowed)
+            if i is None:
                 fams = self.key_families
                 others = fams.keys() & allowed  # the "any other key" terminals allowed
-                widened = frozenset().union(*(fams[t] for t in others)) if others else frozenset()
-                lx = self._lexer_by_allowed[allowed] = self.lexers.get(
-                    tuple(sorted(widened.union(allowed))) if widened else allowed, widened)
-            self._lexer_of[cid] = lx
-        return lx
+                widened = frozenset().union(*(fams[t] for t in others)) if others else _NOTHING
+                i = self._lexer_by_allowed[allowed] = self.lexers.get(
+                    tuple(sorted(widened.union(allowed))) if widened else allowed, widened).id
+            self._lexer_of[cid] = i
+        return self.lexers.lexers[i]
 
     def excluded(self, cid: int, lx: Lexer) -> frozenset:
         """The widened literals of ``lx`` (see :class:`Lexer`) the parser does not allow in ``cid``."""
         ex = self._excluded_of.get(cid)
         if ex is None:
-            ex = self._excluded_of[cid] = lx.widened.difference(self.parser.allowed[cid])
+            # the one shared empty set where nothing is excluded: a set per parser configuration
+            # would be thousands of objects for the garbage collector to rescan (sets stay tracked)
+            ex = self._excluded_of[cid] = lx.widened.difference(self.parser.allowed[cid]) or _NOTHING
         return ex
 
     def advance(self, cid: int, lx: Lexer, ls: int, data: bytes):
@@ -151,11 +158,12 @@ class CompiledGrammar:
     # -- masks -------------------------------------------------------------------------
     def mask(self, cid: int, lx: Lexer, ls: int) -> np.ndarray:
         """uint32 words, bit t set when token t is allowed (EOS included when the output can end)."""
-        key = (cid, lx.id, ls)
+        key = (cid << 48) | (lx.id << 28) | ls  # ls < 2**28 (MAX_LEXER_STATES), lexer ids < 2**20
         with self._lock:
-            m = self._masks.get(key)
+            masks = self._masks
+            m = masks.pop(key, None)
             if m is not None:
-                self._masks.move_to_end(key)
+                masks[key] = m  # now the most recently used
                 return m
             inside = self._walker.inside(lx, ls)
             m = inside[MASK].copy()
@@ -166,9 +174,10 @@ class CompiledGrammar:
             if self.can_end(cid, lx, ls):
                 for e in self.eos_ids:
                     m[e >> 5] |= np.uint32(1 << (e & 31))
-            self._masks[key] = m
-            if len(self._masks) > MASK_CACHE_ENTRIES:
-                self._masks.popitem(last=False)
+            masks[key] = m
+            if len(masks) > MASK_CACHE_ENTRIES:
+                for old in list(islice(masks, MASK_CACHE_ENTRIES // 4)):  # the least recently used quarter
+                    del masks[old]
             return m
 
     def _continue(self, cid: int, lx: Lexer, walk, m: np.ndarray) -> None:

@@ -66,11 +66,23 @@ class LexerCore:
 
     A core is built in the middle of a mask (the first time the parser allows a new set of
     terminals), so only what every use needs is made at once; the Python-side views (the
-    stepping table, member tuples, block list) are made on first use."""
+    stepping table, member tuples, block list) are made on first use.  Slots, not a
+    ``__dict__``: thousands of cached cores are each one object fewer for the garbage
+    collector to rescan."""
+
+    __slots__ = ("dfas", "uid", "n_states", "classmap", "trans", "acc_id", "boundary", "_ptr", "_ent_j", "_ent_s",
+                 "_kind_ptr", "_kind_mem", "_block_off", "_n_prod", "n_kinds", "_plain_loop",
+                 # made on first use
+                 "_flat_trans", "_classmap_list", "_acc_kinds", "_blocks", "_block_start", "_live_keys",
+                 "_acc_sig", "_sig_kind", "_kind_index", "_dead_end", "__weakref__")
 
     def __init__(self, dfas: tuple[DFA, ...]):
         self.dfas = dfas
         self.uid = new_uid()  # walk cache key (see structgen.uids)
+        self._plain_loop = None  # what trie walks read (see walks._plain_loop)
+        self._flat_trans = self._classmap_list = self._acc_kinds = self._blocks = self._block_start = None
+        self._live_keys, self._acc_sig, self._sig_kind = {}, {}, {}
+        self._kind_index = self._dead_end = None
         k = len(dfas)
         if k == 0:
             self._empty()
@@ -87,7 +99,7 @@ class LexerCore:
                                                                            n_kmem, n_ent)
             self._n_prod = n_prod
             self.n_kinds = n_kinds
-            self._plain_loop = plain_loop  # what trie walks read (see walks._plain_loop)
+            self._plain_loop = plain_loop
         self.n_states = self.trans.shape[0]
 
     def _empty(self) -> None:
@@ -119,36 +131,52 @@ class LexerCore:
         self.n_kinds = 2
 
     # -- views made on first use --------------------------------------------------------------
-    @cached_property
+    @property
     def flat_trans(self) -> memoryview:
         """Byte-by-byte stepping in Python: ``flat_trans[state * n_classes + class]`` indexes the
         table itself (a memoryview yields ints), so no per-state Python lists exist for the
         garbage collector to scan, however large the lexer."""
-        return memoryview(self.trans.reshape(-1))
+        ft = self._flat_trans
+        if ft is None:
+            ft = self._flat_trans = memoryview(self.trans.reshape(-1))
+        return ft
 
-    @cached_property
+    @property
     def classmap_list(self) -> bytes:
         """Byte -> class for stepping in Python (bytes: indexing yields ints, and it is untracked)."""
-        return self.classmap.astype(np.uint8).tobytes()
+        cm = self._classmap_list
+        if cm is None:
+            cm = self._classmap_list = self.classmap.astype(np.uint8).tobytes()
+        return cm
 
     def members(self, kind: int) -> tuple[int, ...]:
         """The accepting members (indices into ``dfas``) of a kind; kind 0 is the empty set and
         kind ``k >= 1`` is accept set ``k - 1`` (``acc_id``)."""
         return tuple(self._kind_mem[self._kind_ptr[kind]:self._kind_ptr[kind + 1]].tolist())
 
-    @cached_property
-    def acc_kinds(self) -> list[tuple[int, ...]]:
-        """Every kind's members (see :meth:`members`)."""
-        return [self.members(k) for k in range(self.n_kinds)]
+    @property
+    def acc_kinds(self) -> tuple[tuple[int, ...], ...]:
+        """Every kind's members (see :meth:`members`; tuples of ints, untracked by the GC)."""
+        ks = self._acc_kinds
+        if ks is None:
+            ks = self._acc_kinds = tuple(self.members(k) for k in range(self.n_kinds))
+        return ks
 
-    @cached_property
-    def blocks(self) -> list[tuple[int, int]]:
+    @property
+    def blocks(self) -> tuple[tuple[int, int], ...]:
         """(first state, DFA index) of each lone terminal's copied table, in state order."""
-        return sorted((off, j) for j, off in enumerate(self._block_off.tolist()) if off >= 0)
+        bs = self._blocks
+        if bs is None:
+            bs = self._blocks = tuple(sorted((off, j) for j, off in enumerate(self._block_off.tolist()) if off >= 0))
+        return bs
 
-    @cached_property
+    @property
     def block_start(self) -> dict[int, int]:
-        return {j: off for off, j in self.blocks}
+        """DFA index -> first state of its copied table."""
+        bs = self._block_start
+        if bs is None:
+            bs = self._block_start = {j: off for off, j in self.blocks}
+        return bs
 
     # -- what trie walks need to share results between cores ----------------------------------------
     def live_key(self, state: int, depth: int, canon_min_states: int) -> tuple:
@@ -158,7 +186,7 @@ class LexerCore:
         Sub-states of large DFAs are replaced by their depth class (see
         ``DFA.depth_classes``): a walk only looks ``depth`` bytes ahead, so e.g. every
         character position inside two overlapping length-bounded strings shares one walk."""
-        cache = self.__dict__.setdefault("_live_keys", {})
+        cache = self._live_keys
         hit = cache.get(state)
         if hit is None:
             a, b = int(self._ptr[state]), int(self._ptr[state + 1])
@@ -172,7 +200,7 @@ class LexerCore:
         """The :func:`~structgen.engine.walks.signature` of accept set ``a`` (the automata accepting
         there), made on first need: a new core with hundreds of accept sets is usually asked about
         two or three of them."""
-        sigs = self.__dict__.setdefault("_acc_sig", {})
+        sigs = self._acc_sig
         sig = sigs.get(a)
         if sig is None:
             sig = sigs[a] = signature(tuple(sorted(id(self.dfas[j]) for j in self.members(a + 1))))
@@ -180,10 +208,10 @@ class LexerCore:
 
     def kind_of_signature(self, code: int) -> int:
         """This core's accepting kind for a signature (-1 when none of its states has it)."""
-        cache = self.__dict__.setdefault("_sig_kind", {})
+        cache = self._sig_kind
         kind = cache.get(code)
         if kind is None:
-            by_members = self.__dict__.get("_kind_index")
+            by_members = self._kind_index
             if by_members is None:
                 by_members = self._kind_index = {m: k for k, m in enumerate(self.acc_kinds)}
             ids = set(signature_ids(code))
@@ -197,7 +225,7 @@ class LexerCore:
 
     def _dead_end_flags(self) -> bytes:
         """:meth:`is_dead_end` for every state, one byte each (made on first need)."""
-        dead = self.__dict__.get("_dead_end")
+        dead = self._dead_end
         if dead is None:
             dead = self._dead_end = (self.trans < 0).all(axis=1).tobytes()
         return dead
@@ -278,7 +306,7 @@ class Lexer:
         self._acc_sets: dict[int, tuple[int, ...]] = {}
         self.acc_id = core.acc_id
         self.boundary = core.boundary
-        self._dfas = dfas
+        self._dfas = core.dfas
 
     @cached_property
     def end_terms(self) -> dict[int, tuple[int, ...]]:
@@ -324,14 +352,15 @@ class LexerCache:
     def __init__(self, term_dfas: list[DFA]):
         self.term_dfas = term_dfas
         self.lexers: list[Lexer] = []
-        self._by_set: dict[tuple, Lexer] = {}
+        self._by_set: dict[tuple, int] = {}  # -> index in ``lexers`` (an int dict: untracked by the GC)
 
     def get(self, allowed: tuple, widened: frozenset[int] = frozenset()) -> Lexer:
         """The lexer for a sorted tuple of terminal ids (``widened``: see :class:`Lexer`; the same
         for every request of one tuple)."""
-        lx = self._by_set.get(allowed)
-        if lx is None:
-            lx = Lexer(len(self.lexers), allowed, [self.term_dfas[t] for t in allowed], widened)
-            self.lexers.append(lx)
-            self._by_set[allowed] = lx
+        i = self._by_set.get(allowed)
+        if i is not None:
+            return self.lexers[i]
+        lx = Lexer(len(self.lexers), allowed, [self.term_dfas[t] for t in allowed], widened)
+        self._by_set[allowed] = lx.id
+        self.lexers.append(lx)
         return lx

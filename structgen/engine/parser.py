@@ -10,7 +10,7 @@ rollback a matter of popping a history list.
 from __future__ import annotations
 
 from ..errors import GrammarError
-from .rules import RuleAutomaton
+from .rules import TERM_SHIFT, RuleAutomaton
 
 FRAME_BITS = 22
 FRAME_MASK = (1 << FRAME_BITS) - 1
@@ -19,11 +19,12 @@ MAX_DEPTH = 4096
 
 
 class Parser:
-    """Configurations are kept as parallel lists of plain tuples and ints (stacks: tuples of frames;
-    a configuration's stack set and allowed terminals: sorted tuples).  Tuples of ints are dropped
-    from the garbage collector's tracking once it has seen them, so a grammar's parser memo --
-    tens of thousands of entries on a large schema -- costs the collector's full passes nothing,
-    where frozensets and dataclass instances stayed tracked forever."""
+    """Configurations are kept in dicts keyed by configuration id, of plain tuples and ints
+    (stacks: tuples of frames; a configuration's stack set and allowed terminals: sorted tuples).
+    The garbage collector drops tuples of ints from its tracking once it has seen them, and then
+    dicts holding only such values, so a grammar's parser memo -- tens of thousands of entries on
+    a large schema -- costs its full passes nothing; lists (always tracked, every item rescanned),
+    frozensets and dataclass instances would stay tracked forever."""
 
     def __init__(self, autos: list[RuleAutomaton], start_rule: int, ignore_terms):
         self.autos = autos
@@ -32,10 +33,10 @@ class Parser:
         self._ignore_set = frozenset(self.ignore)
         # per configuration id: its stacks, whether the output may end, whether the last lexeme
         # was ignored (whitespace), and the terminal ids a lexeme may be now (sorted)
-        self.stacks: list[tuple] = []
-        self.can_end: list[bool] = []
-        self.after_ignore: list[bool] = []
-        self.allowed: list[tuple[int, ...]] = []
+        self.stacks: dict[int, tuple] = {}
+        self.can_end: dict[int, bool] = {}
+        self.after_ignore: dict[int, bool] = {}
+        self.allowed: dict[int, tuple[int, ...]] = {}
         self._index: dict[tuple, int] = {}
         self._scan: dict[tuple, int] = {}
         self._closure: dict[tuple, tuple[tuple, bool]] = {}
@@ -69,7 +70,7 @@ class Parser:
             top = st[-1]
             r, s = top >> FRAME_BITS, top & FRAME_MASK
             a = autos[r]
-            if a.term_edges[s]:
+            if a.terms[s]:
                 out.add(st)
             below = st[:-1]
             for n, nxt in a.nt_edges[s]:
@@ -110,14 +111,14 @@ class Parser:
             allowed = set()
             for st in stacks:
                 top = st[-1]
-                allowed.update(self.autos[top >> FRAME_BITS].term_edges[top & FRAME_MASK])
+                allowed.update(self.autos[top >> FRAME_BITS].terms[top & FRAME_MASK])
             if not after_ignore and (allowed or can_end):
                 allowed.update(self.ignore)
             cid = len(self.stacks)
-            self.stacks.append(stacks)
-            self.can_end.append(can_end)
-            self.after_ignore.append(after_ignore)
-            self.allowed.append(tuple(sorted(allowed)))
+            self.stacks[cid] = stacks
+            self.can_end[cid] = can_end
+            self.after_ignore[cid] = after_ignore
+            self.allowed[cid] = tuple(sorted(allowed))
             self._index[key] = cid
         return cid
 
@@ -134,9 +135,9 @@ class Parser:
         for st in self.stacks[cid]:
             top = st[-1]
             r, s = top >> FRAME_BITS, top & FRAME_MASK
-            edges = self.autos[r].term_edges[s]
+            edges, base = self.autos[r].term_next, s << TERM_SHIFT
             for t in real:
-                nxt = edges.get(t)
+                nxt = edges.get(base | t)
                 if nxt is not None:
                     moved.append(st[:-1] + ((r << FRAME_BITS) | nxt,))
         if moved:

@@ -21,21 +21,34 @@ MAX_RULE_NFA_STATES = 200_000
 #: Summed size of the NFA subsets the subset construction may expand before it gives up.
 MAX_RULE_DETERMINIZE_WORK = 20_000_000
 INF = float("inf")
+#: terminal edges are keyed ``state << TERM_SHIFT | terminal id`` (see RuleAutomaton.term_next)
+TERM_SHIFT = 24
 _NO_TERMS: dict[int, int] = {}
 
 
 @dataclass
 class RuleAutomaton:
+    """One rule's symbol DFA.
+
+    Every row is a tuple of ints or int pairs and the terminal edges are one int -> int dict, so
+    none of it is tracked by the garbage collector: a cached grammar holds thousands of rows, and a
+    tuple of per-state dicts would stay tracked (and rescanned by every full collection) forever."""
+
     name: str
-    # rows are tuples of ints, int dicts and int pairs: untracked by the garbage collector
     final: tuple[bool, ...]
-    term_edges: tuple[dict[int, int], ...]  # terminal id -> next state
+    terms: tuple[tuple[int, ...], ...]  # per state: the terminal ids with an edge (sorted)
+    term_next: dict[int, int]  # (state << TERM_SHIFT) | terminal id -> next state
     nt_edges: tuple[tuple[tuple[int, int], ...], ...]  # (rule id, next state)
     cost: tuple[float, ...] = ()  # min bytes from state to final
 
     @property
     def n_states(self) -> int:
         return len(self.final)
+
+    def term_edges(self, state: int) -> list[tuple[int, int]]:
+        """(terminal id, next state) for each terminal edge out of ``state``."""
+        base, nxt = state << TERM_SHIFT, self.term_next
+        return [(t, nxt[base | t]) for t in self.terms[state]]
 
 
 class _SymNFA:
@@ -199,9 +212,14 @@ def build_rule_automata(ir: GrammarIR, term_index: dict[str, int]) -> tuple[list
     nt_all: list[tuple] = [()] * n_total
     for i, row in nt_rows.items():
         nt_all[i] = tuple(row)
-    # tuples, not lists: a cached grammar's rows then cost the garbage collector nothing
-    autos = [RuleAutomaton(n, tuple(final[ptr[r]:ptr[r + 1]]), tuple(term_rows[ptr[r]:ptr[r + 1]]),
-                           tuple(nt_all[ptr[r]:ptr[r + 1]])) for r, n in enumerate(names)]
+    # tuples and an int dict, not lists: a cached grammar's rows then cost the garbage collector nothing
+    autos = []
+    for r, n in enumerate(names):
+        rows = term_rows[ptr[r]:ptr[r + 1]]
+        autos.append(RuleAutomaton(
+            n, tuple(final[ptr[r]:ptr[r + 1]]), tuple(tuple(sorted(row)) if row else () for row in rows),
+            {(s << TERM_SHIFT) | t: d for s, row in enumerate(rows) if row for t, d in row.items()},
+            tuple(nt_all[ptr[r]:ptr[r + 1]])))
     _check_left_recursion(autos)
     return autos, rule_index
 
@@ -267,14 +285,15 @@ def compute_costs(autos: list[RuleAutomaton], term_cost: list[int]) -> list[floa
     while changed:
         changed = False
         for r, a in enumerate(autos):
-            cost = a.cost
+            cost, terms, term_next = a.cost, a.terms, a.term_next
             inner = True
             while inner:
                 inner = False
                 for s in range(a.n_states):
                     best = 0.0 if a.final[s] else INF
-                    for t, nxt in a.term_edges[s].items():
-                        c = term_cost[t] + cost[nxt]
+                    base = s << TERM_SHIFT
+                    for t in terms[s]:
+                        c = term_cost[t] + cost[term_next[base | t]]
                         if c < best:
                             best = c
                     for n, nxt in a.nt_edges[s]:

@@ -71,8 +71,8 @@ def finishing_terminals(autos, rules) -> dict[int, dict[int, frozenset]]:
     for r in rules:
         a = autos[r]
         fin = {}
-        for st, edges in enumerate(a.term_edges):
-            ts = frozenset(t for t, nxt in edges.items() if a.final[nxt])
+        for st in range(a.n_states):
+            ts = frozenset(t for t, nxt in a.term_edges(st) if a.final[nxt])
             if ts:
                 fin[st] = ts
         out[r] = fin
@@ -199,7 +199,7 @@ def rule_done_states(autos) -> list[bytes]:
     outgoing edge): a stack whose top reaches such a state pops it at once."""
     out = []
     for a in autos:
-        out.append(bytes(1 if a.final[st] and not a.term_edges[st] and not a.nt_edges[st] else 0
+        out.append(bytes(1 if a.final[st] and not a.terms[st] and not a.nt_edges[st] else 0
                          for st in range(a.n_states)))
     return out
 
@@ -227,6 +227,7 @@ def pre_scan_pruned(g, cid: int, terms: tuple, tracker: tuple, buf, end: int) ->
     complete a value failing its check -- an object whose keys (the object the tracker closed last)
     fail its close check, or a checked value that does not validate (-1 when no stack is left)."""
     from .parser import FRAME_BITS, FRAME_MASK
+    from .rules import TERM_SHIFT
 
     stacks = g.parser.stacks[cid]
     failing = None
@@ -241,9 +242,9 @@ def pre_scan_pruned(g, cid: int, terms: tuple, tracker: tuple, buf, end: int) ->
                 continue
         if not g.value_checks:
             continue
-        edges = g.parser.autos[r].term_edges[s]
+        edges, base = g.parser.autos[r].term_next, s << TERM_SHIFT
         for t in terms:
-            nxt = edges.get(t)
+            nxt = edges.get(base | t)
             if nxt is None:
                 continue
             k, rr, ss = len(st) - 1, r, nxt

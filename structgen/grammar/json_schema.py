@@ -671,8 +671,11 @@ class _Compiler:
         if candidates is None:
             return _NOT_FINITE
         presence = [p for n in nodes if isinstance(n.schema, dict) for p in n.schema.get("__presence__", [])]
+        # every candidate already equals a member of each enum and each const (JSON equality, as
+        # jsonschema's): validating them against those again would cost len(enum) comparisons each
+        rest = [_without_enum(n) for n in nodes]
         keep = [v for v in candidates
-                if self.valid_under(v, nodes)
+                if self.valid_under(v, rest)
                 and all(eval_presence(p, set(v) if isinstance(v, dict) else None) for p in presence)]
         return _dedupe(keep)
 
@@ -1775,6 +1778,14 @@ def _in_enum(v, enum: list) -> bool:
             _ENUM_KEYS.clear()
         hit = _ENUM_KEYS[id(enum)] = (enum, frozenset(_json_key(x) for x in enum))
     return _json_key(v) in hit[1]
+
+
+def _without_enum(n: _Node) -> _Node:
+    """``n`` without its ``enum`` and ``const`` (the same node when it has neither)."""
+    s = n.schema
+    if not isinstance(s, dict) or ("enum" not in s and "const" not in s):
+        return n
+    return _Node({k: v for k, v in s.items() if k != "enum" and k != "const"}, n.base, n.ptr)
 
 
 def _json_filter(values: list, allowed: list) -> list:

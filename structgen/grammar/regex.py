@@ -34,10 +34,12 @@ _CATS = {
 }
 
 
-@functools.lru_cache(maxsize=256)
+@functools.lru_cache(maxsize=16)
 def parse(pattern: str, flags: int = 0):
     """Python's parse tree of ``pattern`` (cached and only read: the counted-class fast path and
-    the NFA builder both look at it)."""
+    the NFA builder both look at it, one right after the other; a longer memory would only keep
+    thousands of parse nodes for the garbage collector to rescan, since compiled patterns are
+    cached as automata)."""
     try:
         return sre_parse.parse(pattern, flags)
     except re.error as e:
