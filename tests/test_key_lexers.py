@@ -127,3 +127,17 @@ def test_every_set_of_keys_left_shares_one_lexer(compilers):
     assert all(lx.widened for lx in shared)
     assert len({tuple(sorted(set(lx.term_ids) - lx.widened)) for lx in shared}) == len(shared) <= 2
     assert len(per_set) >= len(PROPS4)
+
+
+def test_a_used_key_is_refused_when_its_quote_closes_with_value_checks(compilers):
+    """The same refusal when the grammar also checks values as they complete (here uniqueItems
+    on a sibling array, so commits take the checked path: the used key's lexeme ends at its quote,
+    and the scan that ending would make fails)."""
+    schema = {"type": "object", "properties": {**PROPS4, "tags": {
+        "type": "array", "items": {"type": "array"}, "uniqueItems": True}}, "required": ["name"]}
+    g, _ = _pair(compilers, schema, "any")
+    m = Matcher(g)
+    assert m._tracker is not None, "uniqueItems over arrays should be checked at value boundaries"
+    assert m.accept_string('{"tags": [[1], [2]], "name": 1, "name')
+    assert not m.accept_string('"')
+    assert m.accept_string('s": 2}') and m.is_accepting()

@@ -13,39 +13,87 @@ from typing import Union
 from .fsa import DFA
 
 
-@dataclass(frozen=True)
-class Sym:
-    name: str
+class _Node:
+    """An immutable expression node whose hash is computed once, when it is made.
+
+    ``alt`` deduplicates its items through a set and rule bodies nest deeply (an object's members
+    hold its values' expressions), so a structural hash recomputed on every lookup -- what a
+    frozen dataclass does -- rehashed whole subtrees again and again."""
+
+    __slots__ = ("_hash",)
+    _fields: tuple[str, ...] = ()
+
+    def _key(self) -> tuple:
+        return tuple(getattr(self, f) for f in self._fields)
+
+    def __eq__(self, other: object) -> bool:
+        return self is other or (type(other) is type(self) and self._hash == other._hash  # type: ignore[attr-defined]
+                                 and self._key() == other._key())  # type: ignore[attr-defined]
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({', '.join(f'{f}={getattr(self, f)!r}' for f in self._fields)})"
+
+    def __reduce__(self):
+        return type(self), self._key()  # the hash is made again in the loading process
 
 
-@dataclass(frozen=True)
-class Seq:
-    items: tuple["Expr", ...]
+class Sym(_Node):
+    __slots__ = ("name",)
+    _fields = ("name",)
+
+    def __init__(self, name: str):
+        self.name = name
+        self._hash = hash((1, name))
 
 
-@dataclass(frozen=True)
-class Alt:
-    items: tuple["Expr", ...]
+class Seq(_Node):
+    __slots__ = ("items",)
+    _fields = ("items",)
+
+    def __init__(self, items: tuple["Expr", ...]):
+        self.items = items
+        self._hash = hash((2, items))
 
 
-@dataclass(frozen=True)
-class Repeat:
-    item: "Expr"
-    lo: int = 0
-    hi: int | None = None  # None = unbounded
+class Alt(_Node):
+    __slots__ = ("items",)
+    _fields = ("items",)
+
+    def __init__(self, items: tuple["Expr", ...]):
+        self.items = items
+        self._hash = hash((3, items))
 
 
-@dataclass(frozen=True)
-class Graph:
+class Repeat(_Node):
+    __slots__ = ("item", "lo", "hi")
+    _fields = ("item", "lo", "hi")
+
+    def __init__(self, item: "Expr", lo: int = 0, hi: int | None = None):
+        self.item = item
+        self.lo = lo
+        self.hi = hi  # None = unbounded
+        self._hash = hash((4, item, lo, hi))
+
+
+class Graph(_Node):
     """An explicit automaton over sub-expressions: edges (src, expr or None, dst).
 
     Used where a regular expression would be quadratic, e.g. object members
     with optional properties, commas and property counts."""
 
-    n_states: int
-    edges: tuple[tuple[int, "Expr | None", int], ...]
-    start: int
-    finals: tuple[int, ...]
+    __slots__ = ("n_states", "edges", "start", "finals")
+    _fields = ("n_states", "edges", "start", "finals")
+
+    def __init__(self, n_states: int, edges: tuple[tuple[int, "Expr | None", int], ...], start: int,
+                 finals: tuple[int, ...]):
+        self.n_states = n_states
+        self.edges = edges
+        self.start = start
+        self.finals = finals
+        self._hash = hash((5, n_states, edges, start, finals))
 
 
 Expr = Union[Sym, Seq, Alt, Repeat, Graph]

@@ -201,6 +201,7 @@ class _Resolver:
         self.base = root.get("$id", "https://structgen.invalid/schema.json") if isinstance(root, dict) else "https://structgen.invalid/schema.json"
         self.resources: dict[str, Any] = {}
         self.anchors: dict[str, tuple[Any, str, str]] = {}
+        self._resolved: dict[tuple[str, str], tuple[Any, str, str]] = {}
         self._index(root, self.base, "#")
 
     def _index(self, node, base: str, ptr: str) -> None:
@@ -234,6 +235,14 @@ class _Resolver:
             self.resources.setdefault(urldefrag(self.base)[0], (self.root, urldefrag(self.base)[0], "#"))
 
     def resolve(self, ref: str, base: str, ptr: str):
+        """(subschema, its base URI, its JSON pointer) of ``ref`` met at ``ptr`` under ``base``
+        (memoised: a large schema meets the same few hundred refs thousands of times)."""
+        hit = self._resolved.get((ref, base))
+        if hit is None:
+            hit = self._resolved[(ref, base)] = self._resolve(ref, base, ptr)
+        return hit
+
+    def _resolve(self, ref: str, base: str, ptr: str):
         full = urljoin(base, ref)
         url, frag = urldefrag(full)
         if full in self.anchors:
