@@ -195,7 +195,7 @@ def class_counted(dfa: DFA) -> tuple[DFA, int, int] | None:
     state by state against the class string ``base``; None otherwise.  Such a string is masked
     from the counted walk of its class: every character position would otherwise be its own
     walk of the vocabulary."""
-    cached = dfa.__dict__.get("_class_counted", False)
+    cached = getattr(dfa, "_class_counted", False)  # (getattr: no instance dict is made for the GC to scan)
     if cached is not False:
         return cached
     dfa._class_counted = result = _class_counted(dfa)
@@ -316,7 +316,7 @@ def boundary_counts(dfa: DFA, base: DFA, b_state: int, closed_state: int) -> np.
     string ``base``; None when the states do not map to (base state, count) consistently
     (the closing quote's state is shared by all counts and carries none).  Cached on the
     DFA for its base."""
-    cached = dfa.__dict__.get("_boundary_counts")
+    cached = getattr(dfa, "_boundary_counts", None)
     if cached is not None and cached[0] is base:
         return cached[1]
     pair_a, pair_c, ok, _ = _lockstep(dfa, base, base.start, b_state, closed_state)

@@ -35,7 +35,7 @@ CORE_CACHE_ENTRIES = 2048
 
 def _kernel_parts(d: DFA) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """A DFA's table, classmap and accepting flags in the kernel's flat dtypes (cached on the DFA)."""
-    parts = d.__dict__.get("_kernel_parts")
+    parts = getattr(d, "_kernel_parts", None)  # (getattr: no instance dict is made for the GC to scan)
     if parts is None:
         trans, accept = _kernel_args(d)
         parts = (trans.reshape(-1), np.ascontiguousarray(d.classmap, dtype=np.int32), accept)
@@ -46,7 +46,7 @@ def _kernel_parts(d: DFA) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 def _packed(d: DFA) -> np.ndarray:
     """A DFA as one int32 blob for :func:`build_core` (cached on the DFA): a new lexer
     concatenates its terminals' blobs once instead of three arrays and a header table."""
-    blob = d.__dict__.get("_packed")
+    blob = getattr(d, "_packed", None)
     if blob is None:
         trans, cm, acc = _kernel_parts(d)
         blob = d._packed = pack_dfa(d.n_states, d.n_classes, d.start, cm, acc, trans)
@@ -55,7 +55,7 @@ def _packed(d: DFA) -> np.ndarray:
 
 def _start_never_reentered(d: DFA) -> bool:
     """State 0 is the start and no transition leads back to it (cached on the DFA)."""
-    ok = d.__dict__.get("_start_free")
+    ok = getattr(d, "_start_free", None)
     if ok is None:
         ok = d._start_free = d.start == 0 and not bool((d.trans == 0).any())
     return ok

@@ -128,7 +128,7 @@ class DFA:
         """Every transition as byte ranges: (states, lows, highs, targets) (cached: a regex embeds
         the same character automaton once per repetition; tuples of ints, which the garbage
         collector stops tracking)."""
-        out = self.__dict__.get("_range_edges")
+        out = getattr(self, "_range_edges", None)
         if out is None:
             inv = self.class_ranges()
             src: list[int] = []
