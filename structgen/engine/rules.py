@@ -23,7 +23,6 @@ MAX_RULE_DETERMINIZE_WORK = 20_000_000
 INF = float("inf")
 #: terminal edges are keyed ``state << TERM_SHIFT | terminal id`` (see RuleAutomaton.term_next)
 TERM_SHIFT = 24
-_NO_TERMS: dict[int, int] = {}
 
 
 @dataclass
@@ -195,33 +194,37 @@ def build_rule_automata(ir: GrammarIR, term_index: dict[str, int]) -> tuple[list
     ptr = dfa_ptr.tolist()
     final = is_final.tolist()
     n_total = ptr[-1]
-    # states without edges of a kind share one empty row (never mutated): a 1,000-item array bound
-    # is thousands of states, and a container each only fed the garbage collector
-    term_rows: list[dict[int, int]] = [_NO_TERMS] * n_total
-    nt_rows: dict[int, list[tuple[int, int]]] = {}
-    src = o_src[keep]
-    local_dst = o_dst[keep] - np.repeat(dfa_ptr[:-1], np.diff(dfa_ptr))[src]  # state ids within the rule
-    for s_, sym, d_ in zip(src.tolist(), o_sym[keep].tolist(), local_dst.tolist()):
-        if sym & 1:
-            nt_rows.setdefault(s_, []).append((sym >> 1, d_))
-        else:
-            row = term_rows[s_]
-            if row is _NO_TERMS:
-                row = term_rows[s_] = {}
-            row[sym >> 1] = d_
-    nt_all: list[tuple] = [()] * n_total
-    for i, row in nt_rows.items():
-        nt_all[i] = tuple(row)
-    # tuples and an int dict, not lists: a cached grammar's rows then cost the garbage collector nothing
-    autos = []
-    for r, n in enumerate(names):
-        rows = term_rows[ptr[r]:ptr[r + 1]]
-        autos.append(RuleAutomaton(
-            n, tuple(final[ptr[r]:ptr[r + 1]]), tuple(tuple(sorted(row)) if row else () for row in rows),
-            {(s << TERM_SHIFT) | t: d for s, row in enumerate(rows) if row for t, d in row.items()},
-            tuple(nt_all[ptr[r]:ptr[r + 1]])))
+    src, sym = o_src[keep].astype(np.int64), o_sym[keep].astype(np.int64)
+    local_dst = o_dst[keep] - dfa_ptr[:-1].repeat(np.diff(dfa_ptr))[src]  # state ids within the rule
+    terms_all, t_src, t_ids, t_dst = _rows(src, sym, local_dst, n_total, terminals=True)
+    nt_all, *_ = _rows(src, sym, local_dst, n_total, terminals=False)
+    # terminal edges keyed (state within the rule << TERM_SHIFT) | terminal, rule by rule
+    t_keys = ((t_src - dfa_ptr[:-1].repeat(np.diff(dfa_ptr))[t_src]) << TERM_SHIFT | t_ids).tolist()
+    t_dst_list = t_dst.tolist()
+    t_off = np.searchsorted(t_src, dfa_ptr).tolist()
+    # tuples and int dicts, not lists: a cached grammar's rows then cost the garbage collector nothing
+    autos = [RuleAutomaton(n, tuple(final[ptr[r]:ptr[r + 1]]), tuple(terms_all[ptr[r]:ptr[r + 1]]),
+                           dict(zip(t_keys[t_off[r]:t_off[r + 1]], t_dst_list[t_off[r]:t_off[r + 1]])),
+                           tuple(nt_all[ptr[r]:ptr[r + 1]])) for r, n in enumerate(names)]
     _check_left_recursion(autos)
     return autos, rule_index
+
+
+def _rows(src: np.ndarray, sym: np.ndarray, dst: np.ndarray, n_states: int, *, terminals: bool):
+    """Per state, its terminal ids (sorted) or its (rule id, next state) pairs, from the edge arrays
+    (symbol codes: terminal t -> 2t, rule r -> 2r + 1); states with none share the empty tuple.
+    Also returns the chosen edges' sources, symbol ids and targets, sorted by source then symbol."""
+    pick = (sym & 1) == (0 if terminals else 1)
+    s_, y_, d_ = src[pick], sym[pick] >> 1, dst[pick]
+    order = np.lexsort((y_, s_))
+    s_, y_, d_ = s_[order], y_[order], d_[order]
+    counts = np.bincount(s_, minlength=n_states)
+    off = np.concatenate(([0], np.cumsum(counts))).tolist()
+    items = y_.tolist() if terminals else list(zip(y_.tolist(), d_.tolist()))
+    rows: list[tuple] = [()] * n_states
+    for st in np.flatnonzero(counts).tolist():
+        rows[st] = tuple(items[off[st]:off[st + 1]])
+    return rows, s_, y_, d_
 
 
 def _nullable(autos: list[RuleAutomaton]) -> list[bool]:
