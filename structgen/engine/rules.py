@@ -61,6 +61,9 @@ class _SymNFA:
         self.e_src: list[int] = []
         self.e_sym: list[int] = []
         self.e_dst: list[int] = []
+        # id(items of a Seq) -> its symbol codes when every item is a symbol, else None: an object's
+        # member sequences are laid down once per automaton state, so they are read once
+        self.seq_codes: dict[int, list[int] | None] = {}
 
     def new(self) -> int:
         return self.reserve(1)
@@ -140,6 +143,19 @@ def _build_seq(nfa: _SymNFA, items, a: int, b: int, codes: dict[str, int]) -> No
         return
     first = nfa.reserve(n - 1) if n > 1 else 0
     e_src, e_sym, e_dst = nfa.e_src, nfa.e_sym, nfa.e_dst
+    key = id(items)
+    syms = nfa.seq_codes.get(key, ())
+    if syms == ():
+        syms = nfa.seq_codes[key] = ([_code(codes, it.name) for it in items]
+                                     if all(type(it) is Sym for it in items) else None)
+    if syms is not None:  # a run of symbols: its edges in three list extensions
+        inner = range(first, first + n - 1)
+        e_src.append(a)
+        e_src.extend(inner)
+        e_sym.extend(syms)
+        e_dst.extend(inner)
+        e_dst.append(b)
+        return
     get = codes.get
     cur = a
     for i, it in enumerate(items):
