@@ -49,22 +49,26 @@ class Sym(_Node):
         self._hash = hash((1, name))
 
 
-class Seq(_Node):
+class _Items(_Node):
+    """A node over a tuple of sub-expressions (``_tag`` keeps the kinds' hashes apart)."""
+
     __slots__ = ("items",)
     _fields = ("items",)
+    _tag = 0
 
     def __init__(self, items: tuple["Expr", ...]):
         self.items = items
-        self._hash = hash((2, items))
+        self._hash = hash((self._tag, items))
 
 
-class Alt(_Node):
-    __slots__ = ("items",)
-    _fields = ("items",)
+class Seq(_Items):
+    __slots__ = ()
+    _tag = 2
 
-    def __init__(self, items: tuple["Expr", ...]):
-        self.items = items
-        self._hash = hash((3, items))
+
+class Alt(_Items):
+    __slots__ = ()
+    _tag = 3
 
 
 class Repeat(_Node):
