@@ -225,12 +225,13 @@ class _Resolver:
             if isinstance(anchor, str):
                 self.anchors[base + "#" + anchor] = (node, base, ptr)
             for k, v in node.items():
-                if k in ("enum", "const", "examples", "default", "example"):
-                    continue
-                self._index(v, base, f"{ptr}/{_esc(k)}")
+                # only containers can hold an $id or $anchor: no pointer is built for a leaf
+                if isinstance(v, (dict, list)) and k not in ("enum", "const", "examples", "default", "example"):
+                    self._index(v, base, f"{ptr}/{_esc(k)}")
         elif isinstance(node, list):
             for i, v in enumerate(node):
-                self._index(v, base, f"{ptr}/{i}")
+                if isinstance(v, (dict, list)):
+                    self._index(v, base, f"{ptr}/{i}")
         if ptr == "#":
             self.resources.setdefault(urldefrag(self.base)[0], (self.root, urldefrag(self.base)[0], "#"))
 
