@@ -74,8 +74,9 @@ class CompiledGrammar:
         self.n_words = (self.vocab_size + 31) // 32
         self.eos_ids = tuple(t for t in tokenizer.eos_ids if t < self.vocab_size)
         self._lock = threading.RLock()
-        # mask_key(cid, lexer, lexer state) -> mask, least recently used first (int keys and arrays:
-        # a plain dict of them is never tracked by the garbage collector, where an OrderedDict is)
+        # (cid, lexer id, lexer state) packed in one int (see mask) -> mask, least recently used first
+        # (int keys and arrays: a plain dict of them is never tracked by the garbage collector, where
+        # an OrderedDict is)
         self._masks: dict[int, np.ndarray] = {}
         self._walker = TrieWalker(trie)
 

@@ -211,11 +211,12 @@ def build_rule_automata(ir: GrammarIR, term_index: dict[str, int]) -> tuple[list
     final = is_final.tolist()
     n_total = ptr[-1]
     src, sym = o_src[keep].astype(np.int64), o_sym[keep].astype(np.int64)
-    local_dst = o_dst[keep] - dfa_ptr[:-1].repeat(np.diff(dfa_ptr))[src]  # state ids within the rule
+    rule_base = dfa_ptr[:-1].repeat(np.diff(dfa_ptr))  # per global state: its rule's first state
+    local_dst = o_dst[keep] - rule_base[src]  # state ids within the rule
     terms_all, t_src, t_ids, t_dst = _rows(src, sym, local_dst, n_total, terminals=True)
     nt_all, *_ = _rows(src, sym, local_dst, n_total, terminals=False)
     # terminal edges keyed (state within the rule << TERM_SHIFT) | terminal, rule by rule
-    t_keys = ((t_src - dfa_ptr[:-1].repeat(np.diff(dfa_ptr))[t_src]) << TERM_SHIFT | t_ids).tolist()
+    t_keys = ((t_src - rule_base[t_src]) << TERM_SHIFT | t_ids).tolist()
     t_dst_list = t_dst.tolist()
     t_off = np.searchsorted(t_src, dfa_ptr).tolist()
     # tuples and int dicts, not lists: a cached grammar's rows then cost the garbage collector nothing
