@@ -22,8 +22,8 @@ _LAZY = {
     "generate_json": ("structgen.api", "generate_json"),
     "generate_regex": ("structgen.api", "generate_regex"),
     "generate_grammar": ("structgen.api", "generate_grammar"),
-    "allocate_token_bitmask": ("structgen.masks", "allocate_token_bitmask"),
-    "apply_token_bitmask_inplace": ("structgen.masks", "apply_token_bitmask_inplace"),
+    "allocate_token_bitmask": ("structgen.runtime.masks", "allocate_token_bitmask"),
+    "apply_token_bitmask_inplace": ("structgen.runtime.masks", "apply_token_bitmask_inplace"),
 }
 
 __all__ = sorted(list(_LAZY) + ["StructgenError", "GrammarError", "SchemaError", "UnsupportedFeature",

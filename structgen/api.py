@@ -1,7 +1,7 @@
 """The functions most users call: generate_json, generate_regex, generate_grammar.
 
 Each compiles the constraint once per (model tokenizer, constraint) — the
-compiler is cached on the model — runs the constrained decoding loop with the
+compiler is cached on the model — runs the decoding runtime (``structgen.runtime``) with the
 finish-within-budget guard, and checks the result before returning it: a
 JSON output is parsed and validated with ``jsonschema`` (format assertion on),
 so nothing invalid is ever returned as if it were valid.
@@ -38,41 +38,15 @@ def _resolve_model(model):
     return model
 
 
-class BudgetGuard:
-    """Finish within budget: refuse a token after which the output can no longer
-    be completed in the tokens that remain.
-
-    The shortest completion (in bytes, each at most one token) is precomputed per
-    automaton state; only the sampled token is checked (accept, look up, roll
-    back: microseconds), and the loop moves to the next candidate if it fails."""
-
-    def __init__(self, matcher: Matcher, longest_token_bytes: int):
-        self.matcher = matcher
-        self.margin = longest_token_bytes + 1
-
-    def allows(self, token_id: int, remaining: int) -> bool:
-        """True if after ``token_id`` the output can still finish within ``remaining - 1`` tokens (+EOS)."""
-        m = self.matcher
-        if token_id in m.grammar.eos_ids:
-            return True
-        if not m.accept_token(token_id):
-            return False
-        try:
-            need = m.min_completion_bytes()
-            return need + (0 if m.is_terminated() else 1) <= remaining - 1
-        finally:
-            m.rollback(1)
-
-
 def _run(model, grammar: CompiledGrammar, prompt_text: str, *, max_tokens: int, temperature: float,
          top_p: float, top_k: int, seed: int | None):
-    from .decoding.loop import generate_constrained
+    from .runtime.budget import BudgetGuard
+    from .runtime.loop import generate_constrained
 
     matcher = Matcher(grammar)
-    guard = BudgetGuard(matcher, max((len(b) for b in model.info.token_bytes), default=1))
     ids = model.encode(prompt_text)
     return generate_constrained(model, ids, matcher, max_tokens=max_tokens, temperature=temperature, top_p=top_p,
-                                top_k=top_k, seed=seed, budget_guard=guard)
+                                top_k=top_k, seed=seed, budget_guard=BudgetGuard(matcher))
 
 
 def schema_prompt(schema: dict, user: str | None = None) -> str:

@@ -305,7 +305,7 @@ def _add_bench_test_suite(bench_sub) -> None:
 
 
 def _run_bench_test_suite(args) -> int:
-    from .bench.test_suite import DEFAULT_SUITE, run_test_suite
+    from .bench.schema_suite import DEFAULT_SUITE, run_test_suite
     from .compiler import GrammarCompiler
     from .tokenizer import load_tokenizer_info
 
@@ -327,7 +327,7 @@ def _run_bench_test_suite(args) -> int:
 def _run_test_suite_engines(args) -> int:
     """The suite through every engine's MaskBench adapter: same tokenizer, same protocol."""
     from .bench.maskbench import MaskBenchConfig, run_maskbench
-    from .bench.test_suite import DEFAULT_SUITE, engines_table, suite_records
+    from .bench.schema_suite import DEFAULT_SUITE, engines_table, suite_records
 
     engines = [e.strip() for e in args.engines.split(",") if e.strip()]
     cfg = MaskBenchConfig(records=suite_records(args.suite or DEFAULT_SUITE), tokenizer=args.tokenizer,

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from .engine.compiled import CompiledGrammar
+from .engine.counted import use_string_automata
 from .errors import GrammarError, SchemaError
 from .engine.lexer_kernels import warm_up_lexer_kernels
 from .engine.trie import TokenTrie, warm_up_kernels
@@ -22,7 +23,11 @@ from .grammar.fsa import difference_literals
 from .grammar.fsa_kernels import warm_up_fsa_kernels
 from .grammar.ir import GrammarIR, Repeat, Sym
 from .grammar.lark import lark_to_ir, load_lark_text
+from .grammar.json_strings import class_string_dfa, string_dfa
 from .grammar.regex import compile_regex
+
+# bounded JSON strings are masked from counted walks over these automata (structgen.engine.counted)
+use_string_automata(string_dfa, class_string_dfa)
 
 #: compiled grammars kept for reuse; each holds its parser states and up to MASK_CACHE_ENTRIES masks
 GRAMMAR_CACHE_ENTRIES = 64

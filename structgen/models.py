@@ -61,18 +61,13 @@ class Model:
     def chat_prompt(self, user: str, system: str | None = None) -> str:
         """The prompt text for one user turn, ending where the assistant's reply starts.
 
-        Uses the tokenizer's chat template with ``add_generation_prompt=True``;
-        a tokenizer without a template gets plain text (system, blank line, user).
+        Rendered by ``structgen.runtime.prompts`` (the one place prompts are rendered): the
+        tokenizer's chat template with ``add_generation_prompt=True``; a tokenizer without a
+        template gets plain text (system, blank line, user).
         """
-        messages: list[dict[str, str]] = []
-        if system is not None:
-            messages.append({"role": "system", "content": system})
-        messages.append({"role": "user", "content": user})
-        if getattr(self.hf_tokenizer, "chat_template", None):
-            out = self.hf_tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
-            if isinstance(out, str):
-                return out
-        return f"{system}\n\n{user}\n" if system else f"{user}\n"
+        from .runtime.prompts import user_prompt
+
+        return user_prompt(self.hf_tokenizer, user, system)
 
     def encode(self, text: str, *, add_special_tokens: bool = False) -> list[int]:
         """Token ids of ``text``.

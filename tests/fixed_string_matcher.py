@@ -11,7 +11,7 @@ from collections import defaultdict
 
 import torch
 
-from structgen.masks import bool_to_bitmask
+from structgen.runtime.masks import bool_to_bitmask
 from structgen.tokenizer import TokenizerInfo
 
 
@@ -31,6 +31,7 @@ def _index(info: TokenizerInfo) -> tuple[dict[bytes, list[int]], int]:
 
 
 class FixedStringMatcher:
+    checks_at_commit = False
     def __init__(self, info: TokenizerInfo, target: str | bytes, *, terminate_at_end: bool = False):
         self.info = info
         self.target = target.encode("utf-8") if isinstance(target, str) else target

@@ -328,7 +328,7 @@ def test_peer_engine_in_the_common_loop(name, tiny_model, one_torch_thread):
 
 
 def test_unconstrained_engine_is_the_model_itself(tiny_model, one_torch_thread):
-    from structgen.decoding.loop import generate_unconstrained
+    from structgen.runtime.loop import generate_unconstrained
 
     ids = tiny_model.encode(tiny_model.chat_prompt("hi"))
     out = UnconstrainedGen().generate(tiny_model, "", ids, None, max_tokens=10)

@@ -488,7 +488,7 @@ def test_default_data_file_if_present():
 
 
 def test_test_suite_records_and_engine_table(tmp_path):
-    from structgen.bench.test_suite import engines_table, suite_records
+    from structgen.bench.schema_suite import engines_table, suite_records
 
     suite = tmp_path / "tests" / "draft2020-12"
     suite.mkdir(parents=True)

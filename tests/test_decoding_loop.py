@@ -5,9 +5,9 @@ import pytest
 import torch
 
 from fixed_string_matcher import FixedStringMatcher
-from structgen.decoding.loop import KVCacheModel, generate_constrained, generate_unconstrained
+from structgen.runtime.loop import KVCacheModel, generate_constrained, generate_unconstrained
 from structgen.errors import GenerationError
-from structgen.masks import bitmask_to_bool
+from structgen.runtime.masks import bitmask_to_bool
 
 TARGETS = [
     '{"name": "Ada", "age": 36}',
@@ -108,15 +108,16 @@ def test_no_allowed_token_raises(tiny_model, prompt, smol_info):
     assert ei.value.reason == "no_token"
 
 
-def test_budget_guard_is_called_with_remaining(tiny_model, prompt):
+def test_budget_guard_is_asked_with_remaining(tiny_model, prompt):
     seen: list[int] = []
 
-    def guard(bitmask, remaining):
-        assert bitmask.dtype == torch.int32 and bitmask.shape[0] == 1
-        seen.append(remaining)
+    class RecordingGuard:  # the BudgetGuard interface: allows(token, remaining)
+        def allows(self, token_id, remaining):
+            seen.append(remaining)
+            return True
 
     r = generate_constrained(tiny_model, prompt, FixedStringMatcher(tiny_model.info, "hi there"),
-                             max_tokens=50, budget_guard=guard)
+                             max_tokens=50, budget_guard=RecordingGuard())
     assert seen == list(range(50, 50 - r.steps, -1))
 
 

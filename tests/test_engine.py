@@ -14,7 +14,7 @@ from lark import Lark
 from engine_helpers import brute_force_mask, finish_shortest, mask_set, random_walk
 from structgen.compiler import GrammarCompiler
 from structgen.engine.matcher import Matcher
-from structgen.masks import allocate_token_bitmask
+from structgen.runtime.masks import allocate_token_bitmask
 
 GRAMMARS = Path(__file__).resolve().parents[1] / "grammars"
 

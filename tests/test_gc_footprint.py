@@ -16,7 +16,7 @@ from structgen.engine import walks
 from structgen.engine.matcher import Matcher
 from structgen.errors import StructgenError
 from structgen.grammar.regex import _FAILED, compile_regex
-from structgen.masks import allocate_token_bitmask
+from structgen.runtime.masks import allocate_token_bitmask
 
 SCHEMA = {
     "type": "object",

@@ -15,7 +15,7 @@ import torch
 from transformers import LogitsProcessorList
 
 from structgen.api import compiler_for
-from structgen.decoding.loop import generate_constrained
+from structgen.runtime.loop import generate_constrained
 from structgen.engine.matcher import Matcher
 from structgen.errors import GenerationError
 from structgen.integrations.transformers import (StructgenLogitsProcessor, grammar_logits_processor,

@@ -6,7 +6,7 @@ import random
 import pytest
 import torch
 
-from structgen.masks import (
+from structgen.runtime.masks import (
     allocate_token_bitmask,
     apply_token_bitmask_inplace,
     bitmask_to_bool,

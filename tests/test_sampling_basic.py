@@ -7,8 +7,8 @@ import pytest
 import torch
 
 from structgen.errors import GenerationError
-from structgen.masks import apply_token_bitmask_inplace, bool_to_bitmask
-from structgen.sampling.basic import filter_logits, sample_next
+from structgen.runtime.masks import apply_token_bitmask_inplace, bool_to_bitmask
+from structgen.runtime.sampling.masked import filter_logits, sample_next
 
 
 def test_greedy_is_argmax_and_respects_mask():

@@ -5,7 +5,8 @@ import pytest
 
 from structgen.compiler import GrammarCompiler
 from structgen.engine.matcher import Matcher
-from structgen.engine.value_checks import EMPTY_TRACKER, canonical, track
+from structgen.engine.json_tracker import EMPTY_TRACKER, track
+from structgen.grammar.json_checks import canonical
 
 
 @pytest.fixture(scope="module")

@@ -143,7 +143,7 @@ class StructgenEngine(MaskEngine):
     """structgen's own engine, through the public Matcher contract."""
 
     name = "structgen"
-    modules = ("structgen.tokenizer", "structgen.compiler", "structgen.engine.matcher", "structgen.masks")
+    modules = ("structgen.tokenizer", "structgen.compiler", "structgen.engine.matcher", "structgen.runtime.masks")
     dist = None
 
     @classmethod
@@ -169,7 +169,7 @@ class StructgenEngine(MaskEngine):
         self.m: Any = None
 
     def allocate_bitmask(self) -> tuple[Any, np.ndarray]:
-        from structgen.masks import allocate_token_bitmask
+        from structgen.runtime.masks import allocate_token_bitmask
 
         bm = allocate_token_bitmask(1, self.vocab_size)
         view = bm if isinstance(bm, np.ndarray) else bm.numpy()  # CPU torch shares memory

@@ -8,14 +8,14 @@ Each engine turns (model, prompt, schema) into text.  Life cycle, driven by
     out = engine.generate(model, prompt_text, prompt_ids, handle, max_tokens=...)
 
 **One decoding loop for everyone.**  Every engine except llama.cpp runs
-through structgen's own KV-cache loop (:func:`structgen.decoding.loop.generate_constrained`
-/ :func:`~structgen.decoding.loop.generate_unconstrained`): same model object,
+through structgen's own KV-cache loop (:func:`structgen.runtime.loop.generate_constrained`
+/ :func:`~structgen.runtime.loop.generate_unconstrained`): same model object,
 same prompt ids, greedy decoding, same ``max_tokens``, one forward pass per
 token.  Only the matcher differs:
 
 * ``structgen`` -- structgen as users call it (:func:`structgen.generate_json`):
   ``whitespace="compact"`` and the finish-within-budget guard
-  (:class:`structgen.api.BudgetGuard`), which is only reachable through this loop;
+  (:class:`structgen.runtime.BudgetGuard`), which is only reachable through this loop;
 * ``structgen-noguard`` -- the same grammar without the guard (what the
   transformers ``LogitsProcessor`` integration gives), to isolate the guard's effect;
 * ``llguidance`` / ``xgrammar`` / ``outlines-core`` -- the MaskBench adapters of
@@ -126,7 +126,7 @@ def run_common_loop(model: Any, prompt_ids: Sequence[int], matcher: Any | None, 
     rejected) is not raised: it becomes ``finish="length"`` or ``"error"``
     with the partial text.
     """
-    from ..decoding.loop import generate_constrained, generate_unconstrained
+    from ..runtime.loop import generate_constrained, generate_unconstrained
     from ..errors import GenerationError
 
     proxy = _TimedForward(model.hf_model)
@@ -232,17 +232,16 @@ class StructgenGen(GenEngine):
 
         self.compile_error_types = (StructgenError,)
         self.compiler = compiler_for(model)
-        self.longest = max((len(b) for b in model.info.token_bytes), default=1)
 
     def compile(self, schema: Any) -> Any:
         return self.compiler.compile_json_schema(schema, whitespace=self.whitespace)
 
     def matcher(self, model, handle):
-        from ..api import BudgetGuard
+        from ..runtime.budget import BudgetGuard
         from ..engine.matcher import Matcher
 
         m = Matcher(handle)
-        return m, (BudgetGuard(m, self.longest) if self.guard else None)
+        return m, (BudgetGuard(m) if self.guard else None)
 
 
 class StructgenNoGuardGen(StructgenGen):
@@ -260,6 +259,8 @@ class MaskEngineMatcher:
     into the loop's row, maps the engine's EOS ids onto the loop's (set iff
     the engine allows one of its own), and treats an accepted EOS as the end.
     """
+
+    checks_at_commit = False  # a peer's mask is exact: a token it allows is a token it takes
 
     def __init__(self, engine: MaskEngine, loop_eos_ids: Sequence[int]) -> None:
         self.engine = engine

@@ -144,8 +144,9 @@ def bench_decode(*, n_tokens: int = 64, repeats: int = 2, threads: int | None = 
     """Greedy tokens/s of SmolLM2: unconstrained vs under json.lark vs under a schema."""
     import torch
 
-    from ..api import BudgetGuard, compiler_for
-    from ..decoding.loop import generate_constrained, generate_unconstrained
+    from ..api import compiler_for
+    from ..runtime.budget import BudgetGuard
+    from ..runtime.loop import generate_constrained, generate_unconstrained
     from ..engine.matcher import Matcher
     from ..models import load_model
 
@@ -170,7 +171,7 @@ def bench_decode(*, n_tokens: int = 64, repeats: int = 2, threads: int | None = 
         for name, g in constraints.items():
             try:
                 m = Matcher(g)
-                guard = BudgetGuard(m, max(len(b) for b in model.info.token_bytes))
+                guard = BudgetGuard(m)
                 r = generate_constrained(model, prompt, m, max_tokens=n_tokens, budget_guard=guard)
             except Exception as e:  # noqa: BLE001 - a budget overrun still has timings
                 r = None

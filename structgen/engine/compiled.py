@@ -19,7 +19,7 @@ from .lexer import Lexer, LexerCache
 from .parser import Parser
 from .rules import build_rule_automata, compute_costs
 from .trie import TokenTrie, clear_tokens_where, or_words
-from .value_checks import finishing_terminals, return_frames, rule_done_states
+from .checks import CheckRun, GrammarChecks
 from .walks import EV_NODES, GROUPS, MASK, OWN, VALS, WORDS, TrieWalker
 
 MASK_CACHE_ENTRIES = 4096
@@ -47,23 +47,13 @@ class CompiledGrammar:
         self._autos = autos
         self._costs_ready = False  # shortest completions: only the budget guard needs them
         self.parser = Parser(autos, rule_index[ir.start], ignore)
-        # constraints checked as values complete (structgen.engine.value_checks): uniqueItems items the
-        # automaton cannot tell apart, and the key sets of objects with too many keys to track
-        unique_rules = {rule_index[n] for n in ir.meta.get("unique_items", ()) if n in rule_index}
-        self.unique_frames = return_frames(autos, unique_rules) if unique_rules else _NOTHING
-        self.close_checks = {rule_index[n]: c for n, c in ir.meta.get("close_checks", {}).items() if n in rule_index}
-        self.close_finish = finishing_terminals(autos, self.close_checks)
-        # values the automaton over-approximates, validated with jsonschema as they complete
-        self.value_checks = {rule_index[n]: c for n, c in ir.meta.get("value_checks", {}).items() if n in rule_index}
-        self.rule_done = rule_done_states(autos) if self.value_checks else []
-        self.pre_scan_checks = bool(self.close_checks or self.value_checks)
-        self.checks = bool(self.unique_frames or self.pre_scan_checks)
-        self.check_memo: dict = {}
+        # constraints the automata over-approximate, tested as values complete (structgen.engine.checks)
+        self.checks = GrammarChecks(ir.checks, autos, rule_index)
         self.lexers = LexerCache(self.term_dfas)
         # an any-order object's "any other key" terminal -> its key literals: lexers holding it hold
         # them all (see Lexer), so the sets of keys left share one lexer and its walks
         self.key_families = {term_index[d]: frozenset(term_index[k] for k in keys)
-                             for d, keys in ir.meta.get("key_families", {}).items()}
+                             for d, keys in ir.key_families.items()}
         # configuration -> lexer id, allowed terminals -> lexer id (ints: the dicts stay untracked
         # by the garbage collector, which a cached grammar's thousands of entries would cost)
         self._lexer_of: dict[int, int] = {}
@@ -104,26 +94,44 @@ class CompiledGrammar:
             ex = self._excluded_of[cid] = lx.widened.difference(self.parser.allowed[cid]) or _NOTHING
         return ex
 
-    def advance(self, cid: int, lx: Lexer, ls: int, data: bytes):
-        """Feed bytes from a state; returns the new (cid, lexer, lexer state) or None."""
+    def advance(self, cid: int, lx: Lexer, ls: int, data: bytes, run: CheckRun | None = None):
+        """Feed bytes from a state; returns the new (cid, lexer, lexer state) or None.
+
+        ``run`` (grammars with checks, see :mod:`structgen.engine.checks`) is told every lexeme
+        boundary and byte: it drops the parser stacks whose values fail a check, and None is
+        returned when a byte completes a value that fails on every stack."""
         parser = self.parser
         tl, nc, cm = lx.core.flat_trans, lx.n_classes, lx.core.classmap_list
-        for b in data:
+        for i, b in enumerate(data):
             ns = tl[ls * nc + cm[b]]
             if ns >= 0:
                 ls = ns
-                continue
-            a = int(lx.boundary[ls])
-            if a < 0:
-                return None
-            cid = parser.scan(cid, lx.acc_set(a))
-            if cid < 0:
-                return None
-            lx = self.lexer_for(cid)
-            tl, nc, cm = lx.core.flat_trans, lx.n_classes, lx.core.classmap_list
-            ls = tl[cm[b]]
-            if ls < 0:
-                return None
+            else:
+                a = int(lx.boundary[ls])
+                if a < 0:
+                    return None
+                terms = lx.acc_set(a)
+                if run is not None:
+                    cid = run.before_scan(cid, terms, i)
+                    if cid < 0:
+                        return None
+                cid = parser.scan(cid, terms)
+                if cid < 0:
+                    return None
+                if run is not None:
+                    cid = run.after_scan(cid, terms, i)
+                    if cid < 0:
+                        return None
+                lx = self.lexer_for(cid)
+                tl, nc, cm = lx.core.flat_trans, lx.n_classes, lx.core.classmap_list
+                ls = tl[cm[b]]
+                if ls < 0:
+                    return None
+            if run is not None:
+                run.byte(b, i)
+                a = int(lx.acc_id[ls])
+                if a >= 0 and lx.core.is_dead_end(ls) and not run.lexeme_complete(cid, lx.acc_set(a), i):
+                    return None  # the lexeme cannot grow, and every reading completes a failing value
         if lx.widened:
             a = int(lx.acc_id[ls])
             if a >= 0 and self.excluded(cid, lx).issuperset(lx.acc_set(a)) and lx.core.is_dead_end(ls):

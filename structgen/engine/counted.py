@@ -16,9 +16,9 @@ filter, shared by every schema and every bound.
 """
 from __future__ import annotations
 
-import functools
 import threading
 from collections import OrderedDict
+from typing import Callable
 
 import numba
 import numpy as np
@@ -152,13 +152,28 @@ _lock = threading.Lock()
 COUNTED_WALK_ENTRIES = 64
 
 
-def counted_strings(trie, base: DFA | None = None) -> CountedStrings:
-    """The counted walk of ``base`` (default: the unbounded JSON string) for this trie
-    (built on first use; the default one is kept for the process)."""
-    from ..grammar.json_strings import string_dfa
+#: The string automata counted walks run over, given by the one joint (``structgen.compiler``) so
+#: that the engine imports no front end: ``json_string()`` -> the unbounded JSON string,
+#: ``class_string(chars)`` -> a JSON string of any number of characters from ``chars``.
+_string_automata: dict[str, Callable] = {}
 
+
+def use_string_automata(json_string: Callable[[], DFA], class_string: Callable[[frozenset], DFA]) -> None:
+    """Name the string automata of counted walks (without them, bounded strings are masked by
+    ordinary walks: correct, only slower)."""
+    _string_automata["json_string"] = json_string
+    _string_automata["class_string"] = class_string
+
+
+def counted_strings(trie, base: DFA | None = None) -> CountedStrings | None:
+    """The counted walk of ``base`` (default: the unbounded JSON string) for this trie
+    (built on first use; the default one is kept for the process); None when no string
+    automaton was named (:func:`use_string_automata`)."""
     if base is None:
-        base = string_dfa()
+        make = _string_automata.get("json_string")
+        if make is None:
+            return None
+        base = make()
     key = (trie.uid, base.uid)
     with _lock:
         hit = _by_trie.get(key)
@@ -174,19 +189,8 @@ def counted_strings(trie, base: DFA | None = None) -> CountedStrings:
 
 
 #: Printable ASCII but the quote and backslash: characters a counted class may hold.
-_CLASS_BYTES = tuple(sorted(frozenset(range(0x20, 0x7F)) - {0x22, 0x5C}))
-_CLASS_ARRAY = np.array(_CLASS_BYTES, dtype=np.int64)
-
-
-@functools.lru_cache(maxsize=256)
-def class_string_dfa(chars: frozenset) -> DFA:
-    """A JSON string of any number of characters from ``chars`` (in every encoding, escapes
-    included): the base of a counted class walk."""
-    from ..grammar.json_strings import quoted
-    from ..grammar.regex import compile_regex
-
-    body = "".join(f"\\x{b:02x}" for b in sorted(chars))
-    return quoted(compile_regex(f"[{body}]*", json_string=True))
+CLASS_BYTES = tuple(sorted(frozenset(range(0x20, 0x7F)) - {0x22, 0x5C}))
+_CLASS_ARRAY = np.array(CLASS_BYTES, dtype=np.int64)
 
 
 def class_counted(dfa: DFA) -> tuple[DFA, int, int] | None:
@@ -227,7 +231,10 @@ def _class_counted(dfa: DFA):
     if (dfa.trans[:, _high_classes(cm)] >= 0).any():
         return None  # (a string that may hold non-ASCII characters is no single-byte class)
     chars = frozenset(_CLASS_ARRAY[ok1].tolist())
-    base = class_string_dfa(chars)
+    make = _string_automata.get("class_string")
+    if make is None:
+        return None
+    base = make(chars)
     b_state = int(base.trans[base.start, base.classmap[q]])
     closed = int(base.trans[b_state, base.classmap[q]])
     if b_state < 0 or closed < 0 or any(base.trans[b_state, base.classmap[b]] != b_state for b in chars):

@@ -23,7 +23,7 @@ from functools import cached_property
 import numpy as np
 
 from ..errors import GrammarError
-from ..grammar.fsa import DFA, _kernel_args
+from ..grammar.fsa import DFA, kernel_args
 from ..uids import new_uid
 from .lexer_kernels import build_core, pack_dfa, split_core
 from .trie import PLAIN_BYTES
@@ -37,7 +37,7 @@ def _kernel_parts(d: DFA) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """A DFA's table, classmap and accepting flags in the kernel's flat dtypes (cached on the DFA)."""
     parts = getattr(d, "_kernel_parts", None)  # (getattr: no instance dict is made for the GC to scan)
     if parts is None:
-        trans, accept = _kernel_args(d)
+        trans, accept = kernel_args(d)
         parts = (trans.reshape(-1), np.ascontiguousarray(d.classmap, dtype=np.int32), accept)
         d._kernel_parts = parts
     return parts

@@ -12,7 +12,7 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-from ..grammar.fsa_kernels import _grow1, _grow2, _hash, _probe, _rehash_from, plain_loop_states
+from ..grammar.fsa_kernels import grow1, grow2, pair_list_hash, probe, rehash_from, plain_loop_states
 
 __all__ = ["build_core", "explore_product", "pack_dfa", "split_core", "warm_up_lexer_kernels"]
 
@@ -53,7 +53,7 @@ def explore_product(table, row_off, starts, max_states):
             ent_s[m] = starts[j]
             m += 1
     ptr[1] = m
-    hashes[0] = _hash(ent_j, ent_s, m)
+    hashes[0] = pair_list_hash(ent_j, ent_s, m)
     slots[np.int64(hashes[0] & np.uint64(tsize - 1))] = 0
     nj = np.empty(k, dtype=np.int32)
     ns = np.empty(k, dtype=np.int32)
@@ -70,20 +70,20 @@ def explore_product(table, row_off, starts, max_states):
         if n + C > cap:
             while n + C > cap:
                 cap *= 2
-            ptr = _grow1(ptr, cap + 1)
-            hashes = _grow1(hashes, cap)
-            trans = _grow2(trans, cap)
-            single_j = _grow2(single_j, cap)
-            single_s = _grow2(single_s, cap)
+            ptr = grow1(ptr, cap + 1)
+            hashes = grow1(hashes, cap)
+            trans = grow2(trans, cap)
+            single_j = grow2(single_j, cap)
+            single_s = grow2(single_s, cap)
         if ptr[n] + C * k > ecap:
             while ptr[n] + C * k > ecap:
                 ecap *= 2
-            ent_j = _grow1(ent_j, ecap)
-            ent_s = _grow1(ent_s, ecap)
+            ent_j = grow1(ent_j, ecap)
+            ent_s = grow1(ent_s, ecap)
         if 2 * (n + C) > tsize:
             while 2 * (n + C) > tsize:
                 tsize *= 2
-            slots = _rehash_from(hashes, 0, n, tsize)
+            slots = rehash_from(hashes, 0, n, tsize)
     return n, ptr[:n + 1], ent_j[:ptr[n]], ent_s[:ptr[n]], trans[:n], single_j[:n], single_s[:n]
 
 
@@ -119,8 +119,8 @@ def _explore_from(table, row_off, i, n, ptr, ent_j, ent_s, hashes, trans, single
                 single_j[i, c] = nj[0]
                 single_s[i, c] = ns[0]
                 continue
-            h = _hash(nj, ns, a)
-            found, slot = _probe(slots, hashes, ptr, ent_j, ent_s, nj, ns, a, h)
+            h = pair_list_hash(nj, ns, a)
+            found, slot = probe(slots, hashes, ptr, ent_j, ent_s, nj, ns, a, h)
             if found < 0:
                 if n >= max_states:
                     return i, n, -1
@@ -148,8 +148,8 @@ def warm_up_lexer_kernels() -> None:
 def _intern_members(mem, m, kind_ptr, kind_mem, n_kinds, slots, hashes):
     """Kind id of the member list ``mem[:m]``, interned in ``kind_*`` (sized by the caller for
     every kind there can be: nothing is reallocated here).  Returns ``(kind, n_kinds)``."""
-    h = _hash(mem, mem, m)
-    found, slot = _probe(slots, hashes, kind_ptr, kind_mem, kind_mem, mem, mem, m, h)
+    h = pair_list_hash(mem, mem, m)
+    found, slot = probe(slots, hashes, kind_ptr, kind_mem, kind_mem, mem, mem, m, h)
     if found >= 0:
         return found, n_kinds
     r = n_kinds

@@ -9,7 +9,8 @@ from __future__ import annotations
 import numpy as np
 
 from .compiled import CompiledGrammar
-from .value_checks import EMPTY_TRACKER, can_end_checked, checked_advance
+from .checks import CheckRun, can_end_checked
+from .json_tracker import EMPTY_TRACKER
 
 
 _views: dict[int, tuple] = {}
@@ -50,8 +51,8 @@ class Matcher:
         self._terminated = False
         self._bytes: list[bytes] = []
         # checks at value boundaries (grammars that have them only): the value tracker and the
-        # output so far, with the tracker before each history entry (see structgen.engine.value_checks)
-        self._tracker = EMPTY_TRACKER if g.checks else None
+        # output so far, with the tracker before each history entry (see structgen.engine.checks)
+        self._tracker = EMPTY_TRACKER if g.checks else None  # GrammarChecks is falsy without checks
         self._out = bytearray()
         self._tracker_history: list[tuple] = []
 
@@ -115,10 +116,8 @@ class Matcher:
             row[:n] = words[:n]
             if width > n:
                 row[n:] = 0
-        else:  # torch tensor on an accelerator
-            import torch
-
-            row[:n].copy_(torch.from_numpy(words[:n]))
+        else:  # a tensor on an accelerator (the engine itself never imports torch)
+            row[:n].copy_(row.new_tensor(words[:n]))
             if width > n:
                 row[n:] = 0
 
@@ -150,16 +149,11 @@ class Matcher:
         return self._advance(data)
 
     def _advance(self, data: bytes) -> bool:
-        if self._tracker is None:
-            nxt = self.grammar.advance(*self._state, data)
-            if nxt is None:
-                return False
-            self._push(nxt, data)
-            return True
-        res = checked_advance(self.grammar, *self._state, data, self._tracker, self._out)
-        if res is None:
+        run = None if self._tracker is None else CheckRun(self.grammar, self._tracker, self._out, data)
+        nxt = self.grammar.advance(*self._state, data, run)
+        if nxt is None:
             return False
-        self._push(res[0], data, res[1])
+        self._push(nxt, data, None if run is None else run.tracker)
         return True
 
     @property

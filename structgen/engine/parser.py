@@ -30,7 +30,7 @@ class Parser:
         self.autos = autos
         self.start_rule = start_rule
         self.ignore = tuple(sorted(ignore_terms))
-        self._ignore_set = frozenset(self.ignore)
+        self.ignore_set = frozenset(self.ignore)
         # per configuration id: its stacks, whether the output may end, whether the last lexeme
         # was ignored (whitespace), and the terminal ids a lexeme may be now (sorted)
         self.stacks: dict[int, tuple] = {}
@@ -129,7 +129,7 @@ class Parser:
         hit = self._scan.get(key)
         if hit is not None:
             return hit
-        ignore = self._ignore_set
+        ignore = self.ignore_set
         real = tuple(t for t in terms if t not in ignore) or terms
         moved = []
         for st in self.stacks[cid]:
@@ -152,7 +152,7 @@ class Parser:
 
     def without_stacks(self, cid: int, drop) -> int:
         """The configuration without the stacks at indices ``drop`` (-1 if none is left): a check
-        at a value boundary (structgen.engine.value_checks) failed for those readings."""
+        at a value boundary (structgen.engine.checks) failed for those readings."""
         kept = tuple(st for i, st in enumerate(self.stacks[cid]) if i not in drop)
         if not kept:
             return -1

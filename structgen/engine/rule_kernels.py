@@ -10,7 +10,7 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-from ..grammar.fsa_kernels import _csr
+from ..grammar.fsa_kernels import csr
 
 __all__ = ["trim_rules"]
 
@@ -22,7 +22,7 @@ def trim_rules(dfa_ptr, is_final, o_src, o_sym, o_dst):
     final state of their rule.  Returns ``(productive per rule, keep per edge)``."""
     n_rules = len(dfa_ptr) - 1
     n = len(is_final)
-    ptr, order = _csr(n, o_src)
+    ptr, order = csr(n, o_src)
     productive = np.zeros(n_rules, dtype=np.bool_)
     seen = np.zeros(n, dtype=np.int64)
     stamp = 0
@@ -59,7 +59,7 @@ def trim_rules(dfa_ptr, is_final, o_src, o_sym, o_dst):
         if o_sym[e] & 1 and not productive[o_sym[e] >> 1]:
             keep[e] = False
     # co-reachability of final states over the kept edges (backwards)
-    rptr, rorder = _csr(n, o_dst)
+    rptr, rorder = csr(n, o_dst)
     live = is_final.copy()
     top = 0
     for s in range(n):

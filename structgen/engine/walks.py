@@ -288,6 +288,8 @@ class TrieWalker:
         bounds = getattr(dfa, "length_bounds", None)
         if bounds is not None:
             cs = counted_strings(self.trie)
+            if cs is None:
+                return None
         else:
             # a few positions are cheaper to walk than to classify
             found = class_counted(dfa) if dfa.n_states >= COUNTED_CLASS_MIN_STATES else None
@@ -331,6 +333,8 @@ class TrieWalker:
         """Masks of a chunk of exactly ``chunk.chunk_chars`` characters (state ``sub``), with a
         length-bounded ``tail`` (state ``tail_sub``) alive beside it or not (``tail`` None)."""
         cs = counted_strings(self.trie)
+        if cs is None:
+            return None
         counts = boundary_counts(chunk, cs.base, cs.b_state, cs.closed_state)
         if counts is None or counts[sub] < 0:
             return None

@@ -169,7 +169,7 @@ class DFA:
     def dist_to_accept(self) -> np.ndarray:
         """Length of the shortest accepted suffix from each state (-1: none; BFS backwards)."""
         if self._dist is None:
-            self._dist = _backward_depth(*_kernel_args(self))
+            self._dist = _backward_depth(*kernel_args(self))
         return self._dist
 
     def shortest_string(self, state: int | None = None) -> bytes:
@@ -211,7 +211,7 @@ class DFA:
             # characters: 0.5 s in one mask call): every state is its own class
             canon = np.arange(self.n_states, dtype=np.int32)
         else:
-            canon = _depth_canonical(*_kernel_args(self), depth)
+            canon = _depth_canonical(*kernel_args(self), depth)
         self._depth_cache = (depth, canon)
         return canon
 
@@ -272,7 +272,7 @@ def minimize(dfa: DFA) -> DFA:
     n = dfa.n_states
     if n <= 2 or n > MINIMIZE_MAX_STATES:
         return dfa
-    trans, accept = _kernel_args(dfa)
+    trans, accept = kernel_args(dfa)
     _, block = np.unique(_hopcroft_blocks(trans, accept), return_inverse=True)
     first = np.full(int(block.max()) + 1, n, dtype=np.int64)
     np.minimum.at(first, block, np.arange(n))
@@ -288,7 +288,7 @@ def minimize(dfa: DFA) -> DFA:
     return compact_classes(DFA(new_trans, dfa.accept[order].copy(), dfa.classmap, 0))
 
 
-def _kernel_args(dfa: DFA) -> tuple[np.ndarray, np.ndarray]:
+def kernel_args(dfa: DFA) -> tuple[np.ndarray, np.ndarray]:
     """One array layout for the numba kernels, so each compiles once."""
     return np.ascontiguousarray(dfa.trans, dtype=np.int32), np.ascontiguousarray(dfa.accept, dtype=np.bool_)
 
@@ -301,7 +301,7 @@ def trim(dfa: DFA) -> DFA:
 def _trim_order(dfa: DFA) -> tuple[DFA, np.ndarray | None]:
     """:func:`trim`, plus the old state of each new one (None for the empty result)."""
     n = dfa.n_states
-    trans, accept = _kernel_args(dfa)
+    trans, accept = kernel_args(dfa)
     keep = _live_reachable(trans, accept, dfa.start)
     if not keep[dfa.start]:
         return empty_dfa(), None
@@ -320,7 +320,7 @@ def counted_repeat(unit: DFA, lo: int, hi: int | None) -> DFA:
     accepting states have no moves (one character, in any of its encodings) repeats as a chain of
     copies, so ``maxLength: 1024`` or ``[a-z]{1,255}`` costs one linear pass instead of a subset
     construction over hundreds of NFA copies."""
-    trans, accept = _kernel_args(unit)
+    trans, accept = kernel_args(unit)
     if accept[unit.start] or (trans[accept] >= 0).any():
         raise ValueError("counted_repeat needs a non-empty unit whose accepting states have no moves")
     copies = hi + 1 if hi is not None else lo + 1
@@ -332,7 +332,7 @@ def counted_repeat(unit: DFA, lo: int, hi: int | None) -> DFA:
 
 def compact_classes(dfa: DFA) -> DFA:
     """Merge byte classes whose columns are identical (first-seen order)."""
-    trans = _kernel_args(dfa)[0]
+    trans = kernel_args(dfa)[0]
     cls, keep = _column_classes(trans)
     if len(keep) == dfa.n_classes:
         return dfa
@@ -459,7 +459,7 @@ def _difference_literals(a: DFA, ordered: tuple[bytes, ...]) -> DFA:
     data = np.frombuffer(b"".join(ordered), dtype=np.uint8)
     offs = np.zeros(len(ordered) + 1, dtype=np.int64)
     np.cumsum([len(x) for x in ordered], out=offs[1:])
-    a_trans, a_acc = _kernel_args(a)
+    a_trans, a_acc = kernel_args(a)
     trans, acc, classmap, a_of_arr, T, any_removed = _difference_trie(
         a_trans, np.ascontiguousarray(a.classmap, dtype=np.int32), a_acc, int(a.start), data, offs)
     if not any_removed:

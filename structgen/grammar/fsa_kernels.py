@@ -366,10 +366,10 @@ def pair_product(ta, tb, acc_a, acc_b, start_a, start_b, mode, max_states):
         if n + C > cap:
             while n + C > cap:
                 cap *= 2
-            trans = _grow2(trans, cap)
-            px = _grow1(px, cap)
-            py = _grow1(py, cap)
-            keys = _grow1(keys, cap)
+            trans = grow2(trans, cap)
+            px = grow1(px, cap)
+            py = grow1(py, cap)
+            keys = grow1(keys, cap)
         if 2 * (n + C) > tsize:
             while 2 * (n + C) > tsize:
                 tsize *= 2
@@ -441,21 +441,21 @@ def _pair_run(ta, tb, NB, mode, max_states, i, n, trans, px, py, keys, slots):
 # -- open-addressing tables of int runs (shared with the lexer kernels) ---------------------------
 
 @numba.njit(cache=True, nogil=True)
-def _grow2(a, n):
+def grow2(a, n):
     b = np.empty((n, a.shape[1]), dtype=a.dtype)
     b[:a.shape[0]] = a
     return b
 
 
 @numba.njit(cache=True, nogil=True)
-def _grow1(a, n):
+def grow1(a, n):
     b = np.empty(n, dtype=a.dtype)
     b[:a.shape[0]] = a
     return b
 
 
 @numba.njit(cache=True, nogil=True)
-def _hash(js, ss, m):
+def pair_list_hash(js, ss, m):
     h = np.uint64(1469598103934665603)
     for i in range(m):
         h = (h ^ np.uint64(js[i] * 1000003 + ss[i] + 1)) * _MUL
@@ -464,7 +464,7 @@ def _hash(js, ss, m):
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
-def _probe(slots, hashes, ptr, have_a, have_b, want_a, want_b, m, h):
+def probe(slots, hashes, ptr, have_a, have_b, want_a, want_b, m, h):
     """Open-addressing lookup of the entry list ``want_*[:m]`` (hash ``h``) among rows
     ``have_*[ptr[r]:ptr[r+1]]``: ``(row or -1, free slot)``."""
     tsize = len(slots)
@@ -486,7 +486,7 @@ def _probe(slots, hashes, ptr, have_a, have_b, want_a, want_b, m, h):
 
 
 @numba.njit(cache=True, nogil=True)
-def _rehash_from(hashes, lo, hi, tsize):
+def rehash_from(hashes, lo, hi, tsize):
     """A fresh slot table of ``tsize`` for rows ``lo..hi`` (one rule's subsets, or all rows)."""
     slots = np.full(tsize, -1, dtype=np.int64)
     for r in range(lo, hi):
@@ -514,7 +514,7 @@ def warm_up_fsa_kernels() -> None:
 
 
 @numba.njit(cache=True, nogil=True)
-def _csr(n, src):
+def csr(n, src):
     """Targets of each state as ``dst[ptr[s]:ptr[s+1]]`` (counting sort by source)."""
     ptr = np.zeros(n + 1, dtype=np.int64)
     for i in range(len(src)):
@@ -567,8 +567,8 @@ def subset_construction(n, eps_src, eps_dst, e_src, e_sym, e_dst, n_syms, starts
     automaton's alphabet can spell (a search pattern's "matched, anything may follow"): a subset
     holding one is that state's closure alone, so the partial matches still tracked beside it do
     not multiply the subsets (an unanchored ``alpha|beta|rc`` in JSON strings: 3,475 -> ~130)."""
-    eps_ptr, eps_order = _csr(n, eps_src)
-    e_ptr, e_order = _csr(n, e_src)
+    eps_ptr, eps_order = csr(n, eps_src)
+    e_ptr, e_order = csr(n, e_src)
     mark = np.zeros(n, dtype=np.int64)
     stamp = 0
     # a state can be pushed once per incoming edge before it is marked
@@ -614,19 +614,19 @@ def subset_construction(n, eps_src, eps_dst, e_src, e_sym, e_dst, n_syms, starts
                 return False, dfa_ptr, is_final[:0], o_src[:0], o_sym[:0], o_dst[:0]
             if status == 1:
                 cap = 2 * len(hashes)
-                set_ptr = _grow1(set_ptr, cap + 1)
-                hashes = _grow1(hashes, cap)
-                is_final = _grow1(is_final, cap)
+                set_ptr = grow1(set_ptr, cap + 1)
+                hashes = grow1(hashes, cap)
+                is_final = grow1(is_final, cap)
             elif status == 2:
-                pool = _grow1(pool, 2 * need)
+                pool = grow1(pool, 2 * need)
             elif status == 3:
                 tsize *= 2
-                slots = _rehash_from(hashes, base, n_sets, tsize)
+                slots = rehash_from(hashes, base, n_sets, tsize)
             else:
                 cap = 2 * max(need, len(o_src))
-                o_src = _grow1(o_src, cap)
-                o_sym = _grow1(o_sym, cap)
-                o_dst = _grow1(o_dst, cap)
+                o_src = grow1(o_src, cap)
+                o_sym = grow1(o_sym, cap)
+                o_dst = grow1(o_dst, cap)
         dfa_ptr[r + 1] = n_sets
     return True, dfa_ptr, is_final[:n_sets], o_src[:n_out], o_sym[:n_out], o_dst[:n_out]
 
@@ -686,8 +686,8 @@ def _subset_run(r, base, i, tq0, n_touched, n_sets, n_out, work, stamp, starts, 
                         stack[0] = cur[q]
                         m = _closure(stack, 1, mark, stamp, eps_ptr, eps_order, eps_dst, cur)
                         break
-            h = _hash(cur, cur, m)
-            found, slot = _probe(slots, hashes, set_ptr, pool, pool, cur, cur, m, h)
+            h = pair_list_hash(cur, cur, m)
+            found, slot = probe(slots, hashes, set_ptr, pool, pool, cur, cur, m, h)
             if found < 0:
                 if n_sets >= max_states:
                     return -1, i, tq, n_touched, n_sets, n_out, work, stamp, 0

@@ -8,7 +8,7 @@ left recursion; the engine turns each body into a small symbol automaton.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Union
+from typing import Hashable, Union
 
 from .fsa import DFA
 
@@ -141,13 +141,77 @@ class Terminal:
     ignore: bool = False
 
 
+@dataclass(frozen=True)
+class CheckContext:
+    """What a check sees when the value it watches completes.
+
+    ``output[start:end]`` is the value's text (``start`` is -1 when the engine could not place the
+    value's start); ``keys`` are the distinct keys of the JSON object that closed last, which is the
+    value itself when the value is an object."""
+
+    output: bytes
+    start: int
+    end: int
+    keys: frozenset = frozenset()
+
+
+class Check:
+    """A constraint an automaton cannot hold, tested when a value completes (a *monitor*).
+
+    A front end wraps the value in a rule of its own (``rule``, a name of ``GrammarIR.rules``) and
+    lists the check in ``GrammarIR.checks``; the engine (``structgen.engine.checks``) runs it on the
+    byte that completes that rule, so the token that would complete a failing value is the one
+    refused.  Two kinds: :class:`ValueCheck` (a verdict on one value) and :class:`DistinctItems`
+    (items of one array that must differ)."""
+
+    __slots__ = ("rule",)
+
+    def __init__(self, rule: str):
+        self.rule = rule
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.rule!r})"
+
+
+class ValueCheck(Check):
+    """A verdict on a completed value of ``rule``.
+
+    ``pure``: the verdict depends on the value's bytes alone (not on ``context.keys``), so the
+    engine may remember it per (rule, bytes)."""
+
+    __slots__ = ()
+    pure = True
+
+    def accepts(self, value: bytes, context: CheckContext) -> bool:  # pragma: no cover - interface
+        raise NotImplementedError
+
+
+class DistinctItems(Check):
+    """Completed values of ``rule`` must differ within their enclosing array (``uniqueItems``).
+
+    ``identity(value)`` is a hashable value equal exactly when two values count as the same item;
+    None when the bytes are not a whole value (the item is then not compared)."""
+
+    __slots__ = ()
+
+    def identity(self, value: bytes) -> Hashable | None:  # pragma: no cover - interface
+        raise NotImplementedError
+
+
 @dataclass
 class GrammarIR:
+    """Rules (``start`` names the top one), terminals and the checks run at value boundaries.
+
+    ``key_families``: an "any other key" terminal -> the key-literal terminals it was carved from
+    (an any-order object's keys); the engine's lexers that hold one hold them all, so the sets of
+    keys left share one lexer (``structgen.engine.lexer.Lexer``)."""
+
     rules: dict[str, Expr]
     terminals: dict[str, Terminal]
     start: str
     source: str = ""
-    meta: dict = field(default_factory=dict)
+    checks: list[Check] = field(default_factory=list)
+    key_families: dict[str, set[str]] = field(default_factory=dict)
 
     def add_terminal(self, name: str, dfa: DFA, *, ignore: bool = False) -> Sym:
         self.terminals[name] = Terminal(name, dfa, ignore)

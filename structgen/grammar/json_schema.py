@@ -33,6 +33,7 @@ from .formats import FORMAT_REGEXES, UNSUPPORTED_FORMATS
 from .metaschema import fast_metaschema_ok
 from .negation import is_simple_not, negate
 from .ir import EPSILON, Alt, Expr, GrammarIR, Graph, Sym, alt, seq
+from .json_checks import KeySetCheck, SchemaCheck, UniqueJsonItems
 from .json_strings import (CHUNK_CHARS, MAX_DIRECT_LENGTH, chunk_terminals, literal_strings, string_dfa, string_forms,
                            tail_terminal)
 from .numbers import number_dfa
@@ -363,7 +364,7 @@ class _Compiler:
     def unsupported(self, node: _Node, keyword: str, why: str = "") -> None:
         """A keyword the automaton cannot hold exactly: the grammar goes on with an
         over-approximation and the value being compiled is validated when it completes (a check at
-        the value boundary, ``structgen.engine.value_checks``); with ``lenient=True`` the whole
+        the value boundary, ``structgen.engine.checks``); with ``lenient=True`` the whole
         output is validated at the end instead."""
         if self.opts.lenient:
             return
@@ -468,8 +469,8 @@ class _Compiler:
         its own whose completed value is validated against every node's schema with jsonschema."""
         v = self.validator()
         sym = self.rule("chk", expr)
-        self.ir.meta.setdefault("value_checks", {})[sym.name] = tuple(
-            v.evolve(schema=n.schema) for n in nodes if n.schema is not True)
+        self.ir.checks.append(SchemaCheck(sym.name, tuple(v.evolve(schema=n.schema) for n in nodes
+                                                          if n.schema is not True)))
         return sym
 
     def _base_of(self, n: _Node) -> str:
@@ -1247,11 +1248,10 @@ class _Compiler:
 
     def unique_item(self, e: Expr) -> Sym:
         """An item of a uniqueItems array the grammar cannot tell apart by itself: a rule of its own,
-        listed in ``ir.meta["unique_items"]``, whose completion the matcher checks against the
-        array's earlier items (``structgen.engine.value_checks``): the token that would complete a
-        duplicate is rejected."""
+        checked by a :class:`UniqueJsonItems` check against the array's earlier items
+        (``structgen.engine.checks``): the token that would complete a duplicate is rejected."""
         sym = self.rule("uitem", e)
-        self.ir.meta.setdefault("unique_items", []).append(sym.name)
+        self.ir.checks.append(UniqueJsonItems(sym.name))
         return sym
 
     def unique_array(self, n: _Node, item_nodes, P: int, lo: int, hi: int | None) -> Expr | None:
@@ -1375,7 +1375,7 @@ class _Compiler:
         if other_key is not None and members:
             # any string but the defined keys: every key prefix stays alive with it, so the engine's key
             # lexers may hold all of this object's key literals (structgen.engine.lexer.Lexer)
-            family = self.ir.meta.setdefault("key_families", {}).setdefault(other_key.name, set())
+            family = self.ir.key_families.setdefault(other_key.name, set())
             family.update(self._terms[("key", k)].name for k, _ in members)
         if self.opts.property_order == "any":
             e = self.any_order_members(members, add_member, required, tracked, presence, minp, maxp)
@@ -1481,7 +1481,7 @@ class _Compiler:
                        maxp: int | None) -> Expr | None:
         """Members in any order when there are too many keys to track in the automaton: any member
         may follow any other, and the distinct keys are checked when the object closes (required
-        keys, presence conditions, property counts: ``structgen.engine.value_checks``), so the
+        keys, presence conditions, property counts: ``structgen.engine.checks``), so the
         token writing the ``}`` of an object that misses one is refused."""
         if not required <= {k for k, _ in members}:
             return None  # a required key with no allowed value
@@ -1491,7 +1491,7 @@ class _Compiler:
         # states: 0 before the first member, 1 after a member, 2 after a comma
         edges = [(0, e, 1) for e in moves] + [(1, self.COMMA, 2)] + [(2, e, 1) for e in moves]
         sym = self.rule("cobj", seq(self.LBRACE, Graph(3, tuple(edges), 0, (0, 1)), self.RBRACE))
-        self.ir.meta.setdefault("close_checks", {})[sym.name] = (frozenset(required), tuple(presence), minp, maxp)
+        self.ir.checks.append(KeySetCheck(sym.name, frozenset(required), tuple(presence), minp, maxp))
         return sym
 
     def additional_node(self, n: _Node) -> _Node:
@@ -1853,7 +1853,6 @@ def schema_to_ir(schema, opts: SchemaOptions) -> tuple[GrammarIR, Any]:
         # over-approximated by the value without it and checked as that value completes (or refused)
         c = _Compiler(schema, opts, loose_branches=True)
         ir = c.compile()
-    ir.meta["schema"] = schema
     return ir, c.validator()
 
 

@@ -140,3 +140,11 @@ def tail_terminal(lo: int, hi: int, opening: bool) -> DFA:
         q = trim(DFA(q.trans.copy(), q.accept.copy(), q.classmap.copy(), start))
     q.length_bounds = (lo, hi)  # masked from the counted walk, like any length-bounded string
     return q
+
+
+@functools.lru_cache(maxsize=256)
+def class_string_dfa(chars: frozenset) -> DFA:
+    """A JSON string of any number of characters from ``chars`` (printable ASCII bytes; in every
+    encoding, escapes included): the base of a counted walk of that class (``structgen.engine.counted``)."""
+    body = "".join(f"\\x{b:02x}" for b in sorted(chars))
+    return quoted(compile_regex(f"[{body}]*", json_string=True))

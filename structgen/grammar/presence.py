@@ -1,6 +1,6 @@
 """Presence predicates: ``required`` inside ``anyOf`` / ``oneOf`` / ``not`` and ``dependentRequired``,
 compiled (``json_schema``) to small trees over which keys an object has.  The object automaton
-tracks them exactly, and the engine's close checks (``structgen.engine.value_checks``) evaluate
+tracks them exactly, and the engine's close checks (``structgen.engine.checks``) evaluate
 them when an object with too many keys to track closes; both read them here.
 
 A tree is ``("const", bool)``, ``("req", keys)``, ``("not", tree)`` or ``(tag, [trees])`` with

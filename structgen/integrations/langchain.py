@@ -81,7 +81,6 @@ except ImportError as e:  # pragma: no cover - exercised only without the extra
         f"(missing: {e.name or e})"
     ) from e
 
-from ..errors import GenerationError
 from .tools import normalize_tool, parse_tool_call, tool_call_schema, tools_instruction
 
 __all__ = ["ChatStructgen", "StructgenOutputParser"]
@@ -475,101 +474,31 @@ class ChatStructgen(BaseChatModel):
 
     @staticmethod
     def _render(model: Any, chat: list[dict[str, str]]) -> str:
-        tok = model.hf_tokenizer
-        if getattr(tok, "chat_template", None):
-            try:
-                out = tok.apply_chat_template(chat, tokenize=False, add_generation_prompt=True)
-            except Exception:  # noqa: BLE001 - e.g. a template that rejects the "tool" role
-                chat = [m if m["role"] != "tool" else {"role": "user", "content": f"Tool result: {m['content']}"}
-                        for m in chat]
-                out = tok.apply_chat_template(chat, tokenize=False, add_generation_prompt=True)
-            if isinstance(out, str):
-                return out
-        lines = [f"{m['role']}: {m['content']}" for m in chat]
-        return "\n".join(lines) + "\nassistant:"
+        from ..runtime.prompts import render_chat
+
+        return render_chat(model.hf_tokenizer, chat)
 
     # -- decoding ----------------------------------------------------------------------------------
     def _tokens(self, model: Any, p: _Plan) -> Iterator[int]:
-        """Yield generated token ids; the same steps as ``structgen.decoding.loop.generate_constrained``
-        (mask, budget guard with resampling, sample, accept), plus free text and the auto tool mode."""
-        import torch
-
-        from ..api import BudgetGuard
-        from ..decoding.loop import KVCacheModel
+        """Yield generated token ids from structgen's decoding runtime (``structgen.runtime.Decoding``:
+        mask, budget guard, sample, accept or draw again), free text and the auto tool mode included."""
         from ..engine.matcher import Matcher
-        from ..masks import allocate_token_bitmask, apply_token_bitmask_inplace
-        from ..sampling.basic import sample_next
+        from ..runtime import BudgetGuard, Decoding
+        from ..runtime.sampling import MaskedSampler
 
-        info = model.info
-        vocab = info.vocab_size
-        eos = frozenset(info.eos_ids)
-        gen = torch.Generator().manual_seed(int(p.seed)) if p.seed is not None else None
-        deadline = time.monotonic() + p.timeout if p.timeout else None
         matcher = Matcher(p.grammar) if p.grammar is not None else None
-        guard = BudgetGuard(matcher, _longest_token(info)) if matcher is not None else None
-        optional = p.mode == "auto"
-        bitmask = allocate_token_bitmask(1, vocab) if matcher is not None else None
-        out = p.token_ids
-
-        def partial() -> str:
-            return info.decode_bytes(out).decode("utf-8", errors="replace")
-
-        kv = KVCacheModel(model.hf_model)
-        logits = kv.forward(p.prompt_ids, logits_to_keep=1)[-1]
+        sampler = MaskedSampler(temperature=p.temperature, top_p=p.top_p, top_k=p.top_k, seed=p.seed)
+        deadline = time.monotonic() + p.timeout if p.timeout else None
+        decoding = Decoding(model, p.prompt_ids, matcher, max_tokens=p.max_tokens, sampler=sampler,
+                            budget_guard=BudgetGuard(matcher) if matcher is not None else None,
+                            optional=p.mode == "auto", deadline=deadline)
         p.is_tool_call = p.mode == "tools"
-        for step in range(p.max_tokens):
-            if deadline is not None and time.monotonic() > deadline:
-                raise TimeoutError(f"generation exceeded timeout={p.timeout} s after {len(out)} tokens")
-            remaining = p.max_tokens - step
-            if logits.shape[-1] > vocab:
-                logits[vocab:] = float("-inf")
-            constrained = matcher is not None and not optional
-            if constrained:
-                bitmask.fill_(0)
-                matcher.fill_next_token_bitmask(bitmask, 0)
-                apply_token_bitmask_inplace(logits, bitmask, vocab_size=vocab)
-            while True:
-                try:
-                    t = sample_next(logits, temperature=p.temperature, top_p=p.top_p, top_k=p.top_k, generator=gen)
-                except GenerationError:
-                    if constrained:
-                        need = matcher.min_completion_bytes()
-                        raise GenerationError(
-                            f"no structured answer fits in max_tokens={p.max_tokens}: after {len(out)} tokens the "
-                            f"shortest completion is {need:g} bytes, and the budget guard counts one token per "
-                            "byte; raise max_tokens", partial=partial(), reason="no_token",
-                            num_tokens=len(out)) from None
-                    raise GenerationError(f"no token is allowed after {len(out)} generated tokens",
-                                          partial=partial(), reason="no_token", num_tokens=len(out)) from None
-                if not constrained or guard.allows(t, remaining):
-                    break
-                logits[t] = float("-inf")
-            if optional:  # "auto" tools: the first token decides between a call and free text
-                optional = False
-                if t not in eos and matcher.is_token_allowed(t) and guard.allows(t, remaining):
-                    p.is_tool_call = True
-                else:
-                    matcher = guard = None
-            if t in eos:
-                if matcher is not None and not matcher.accept_token(t):
-                    raise GenerationError("EOS before the structured answer was complete", partial=partial(),
-                                          reason="eos", num_tokens=len(out))
-                p.finish_reason = "stop"
-                return
-            if matcher is not None and not matcher.accept_token(t):
-                raise GenerationError(f"the matcher rejected token {t}, which its own mask allowed",
-                                      partial=partial(), reason="rejected", num_tokens=len(out))
-            out.append(t)
+        for t in decoding:
+            if not p.token_ids and p.mode == "auto":
+                p.is_tool_call = decoding.matcher is not None  # the first token chose the call
+            p.token_ids.append(t)
             yield t
-            if matcher is not None and matcher.is_terminated():
-                p.finish_reason = "stop"
-                return
-            if step + 1 < p.max_tokens:
-                logits = kv.forward([t])[-1]
-        if matcher is not None:
-            raise GenerationError(f"max_tokens={p.max_tokens} reached before the structured answer was complete",
-                                  partial=partial(), reason="max_tokens", num_tokens=len(out))
-        p.finish_reason = "length"
+        p.finish_reason = "length" if decoding.finish_reason == "length" else "stop"
 
     def _pieces(self, model: Any, p: _Plan) -> Iterator[str]:
         """Yield text deltas (UTF-8 decoded incrementally; free text cut at a stop sequence)."""
@@ -826,11 +755,3 @@ def _closed_tool(tool: dict[str, Any]) -> dict[str, Any]:
         return node
 
     return close(tool)
-
-
-def _longest_token(info: Any, _cache: dict = {}) -> int:  # noqa: B006 - a per-process cache on purpose
-    key = id(info)
-    hit = _cache.get(key)
-    if hit is None or hit[0] is not info:
-        hit = _cache[key] = (info, max((len(b) for b in info.token_bytes), default=1))
-    return hit[1]

@@ -42,7 +42,7 @@ import torch
 from ..engine.compiled import CompiledGrammar
 from ..engine.matcher import Matcher
 from ..errors import GenerationError
-from ..masks import allocate_token_bitmask, apply_token_bitmask_inplace
+from ..runtime.masks import allocate_token_bitmask, apply_token_bitmask_inplace
 
 try:
     from transformers import LogitsProcessor

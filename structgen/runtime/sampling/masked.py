@@ -9,9 +9,13 @@ from __future__ import annotations
 
 import torch
 
-from ..errors import GenerationError
+from ...errors import GenerationError
 
-__all__ = ["sample_next", "filter_logits"]
+__all__ = ["sample_next", "filter_logits", "MaskedSampler", "NoTokenAllowed"]
+
+
+class NoTokenAllowed(GenerationError):
+    """Every logit is ``-inf``: nothing may be sampled at this step."""
 
 
 def filter_logits(logits_1d: torch.Tensor, *, top_p: float = 1.0, top_k: int = 0) -> torch.Tensor:
@@ -63,14 +67,14 @@ def sample_next(
     if temperature == 0.0:
         t = int(torch.argmax(logits_1d))
         if logits_1d[t] == float("-inf"):
-            raise GenerationError("no token is allowed at this step (every logit is -inf)")
+            raise NoTokenAllowed("no token is allowed at this step (every logit is -inf)")
         return t
     # Work on the allowed (finite) entries only: under a constraint that is
     # usually a small fraction of the vocabulary, so sort/softmax get cheap.
     x = logits_1d.detach()
     idx = torch.isfinite(x).nonzero().squeeze(1)
     if idx.numel() == 0:
-        raise GenerationError("no token is allowed at this step (every logit is -inf)")
+        raise NoTokenAllowed("no token is allowed at this step (every logit is -inf)")
     # Same order as transformers' warpers: temperature, then top-k, then top-p
     # (the nucleus depends on the temperature).
     sub = x.index_select(0, idx).to(torch.float32) / temperature
@@ -78,3 +82,30 @@ def sample_next(
         sub = filter_logits(sub, top_p=top_p, top_k=top_k)
     probs = torch.softmax(sub, dim=-1)
     return int(idx[torch.multinomial(probs, 1, generator=generator)])
+
+
+class MaskedSampler:
+    """Today's sampling, behind the :class:`~structgen.runtime.sampling.base.Sampler` interface:
+    greedy at ``temperature=0``, else temperature / top-k / top-p over the masked logits with a
+    seeded generator (the same seed gives the same draws)."""
+
+    needs_mask = True
+
+    def __init__(self, *, temperature: float = 0.0, top_p: float = 1.0, top_k: int = 0, seed: int | None = None):
+        if temperature < 0:
+            raise ValueError(f"temperature must be >= 0, got {temperature}")
+        if not 0.0 < top_p <= 1.0:
+            raise ValueError(f"top_p must be in (0, 1], got {top_p}")
+        if top_k < 0:
+            raise ValueError(f"top_k must be >= 0, got {top_k}")
+        self.temperature, self.top_p, self.top_k, self.seed = temperature, top_p, top_k, seed
+        self.log_weight = 0.0
+        self.reset()
+
+    def reset(self) -> None:
+        self.generator = torch.Generator().manual_seed(int(self.seed)) if self.seed is not None else None
+        self.log_weight = 0.0
+
+    def sample(self, logits: torch.Tensor, context=None) -> int:
+        return sample_next(logits, temperature=self.temperature, top_p=self.top_p, top_k=self.top_k,
+                           generator=self.generator)

@@ -1,0 +1,227 @@
+"""Running the IR's checks at value boundaries (``structgen.grammar.ir.Check``).
+
+A front end wraps a value its automata can only over-approximate in a rule of its own and lists a
+typed check for that rule in ``GrammarIR.checks``.  This module runs them while bytes are fed
+(:meth:`CompiledGrammar.advance <structgen.engine.compiled.CompiledGrammar.advance>` calls a
+:class:`CheckRun` at each lexeme boundary and byte):
+
+* a :class:`~structgen.grammar.ir.ValueCheck` runs *before* the lexeme that completes its rule is
+  scanned: the stacks whose reading completes a failing value are dropped;
+* a :class:`~structgen.grammar.ir.DistinctItems` check runs *after* the scan, when a stack returns
+  from one of its items: the item's identity must be new in its array, and is then recorded.
+
+Where a value's last lexeme cannot grow (a string's closing quote, ``}``, ``]``, ``true``) the
+checks run on the byte that completes it, so the token writing the closing quote of a duplicate
+string (or the ``}`` of an object missing a required key) is the one refused and decoding can pick
+another; a number is only complete at the byte after it (``1`` may become ``12``).  When the
+parser is ambiguous (several stacks) and only some fail, those stacks are dropped and the others
+kept, so checks stay exact under ``anyOf``.
+
+Masks do not run the checks (they depend on the output, not on the automaton state): a masked-in
+token can be refused by ``accept_token`` (``Matcher.checks_at_commit``), and structgen's decoding
+runtime then draws again without it.  Values are located in the output by
+:mod:`structgen.engine.json_tracker`.
+"""
+from __future__ import annotations
+
+from ..grammar.ir import CheckContext, DistinctItems, ValueCheck
+from .json_tracker import track, value_start
+from .parser import FRAME_BITS, FRAME_MASK
+from .rules import TERM_SHIFT
+
+__all__ = ["GrammarChecks", "CheckRun", "can_end_checked"]
+
+#: Verdicts of pure value checks remembered per grammar (the early check and the scan meet the
+#: same text); the memo is cleared past this many entries.
+CHECK_MEMO_ENTRIES = 4096
+
+
+class GrammarChecks:
+    """A compiled grammar's checks, indexed by rule and parser frame."""
+
+    def __init__(self, checks, autos, rule_index: dict[str, int]):
+        self.value: dict[int, tuple[ValueCheck, ...]] = {}
+        distinct: dict[int, DistinctItems] = {}
+        for c in checks:
+            r = rule_index.get(c.rule)
+            if r is None:
+                continue  # the rule was never reached from the start rule
+            if isinstance(c, ValueCheck):
+                self.value[r] = self.value.get(r, ()) + (c,)
+            elif isinstance(c, DistinctItems):
+                distinct[r] = c
+            else:
+                raise TypeError(f"unknown check kind {type(c).__name__} for rule {c.rule!r}")
+        #: parser frame (rule << FRAME_BITS | state) a stack's top is in right after an item of a
+        #: DistinctItems rule completed -> that check
+        self.item_frames: dict[int, DistinctItems] = return_frames(autos, distinct)
+        #: per rule, per state: 1 where the rule is complete and nothing can follow (it pops at once)
+        self.rule_done = rule_done_states(autos) if self.value else []
+        self.memo: dict = {}
+
+    def __bool__(self) -> bool:
+        return bool(self.value or self.item_frames)
+
+    def verdict(self, rule: int, value: bytes, context: CheckContext) -> bool:
+        """Every value check of ``rule`` accepts ``value`` (pure verdicts remembered)."""
+        for c in self.value[rule]:
+            if c.pure:
+                key = (rule, id(c), value)
+                hit = self.memo.get(key)
+                if hit is None:
+                    hit = c.accepts(value, context)
+                    if len(self.memo) > CHECK_MEMO_ENTRIES:
+                        self.memo.clear()
+                    self.memo[key] = hit
+            else:
+                hit = c.accepts(value, context)
+            if not hit:
+                return False
+        return True
+
+
+def return_frames(autos, rules: dict) -> dict:
+    """Parser frames (rule << FRAME_BITS | state) that a stack's top is in right after one of
+    ``rules`` completed, when the caller still has a symbol to read there (an array's item:
+    ``,`` or ``]`` follow) -- the return states of the edges that call them -> the rule's value."""
+    out = {}
+    for r, a in enumerate(autos):
+        for edges in a.nt_edges:
+            for n, nxt in edges:
+                if n in rules:
+                    out[(r << FRAME_BITS) | nxt] = rules[n]
+    return out
+
+
+def rule_done_states(autos) -> list[bytes]:
+    """Per rule: per state, 1 where the rule is complete there and nothing can follow (final, no
+    outgoing edge): a stack whose top reaches such a state pops it at once."""
+    return [bytes(1 if a.final[st] and not a.terms[st] and not a.nt_edges[st] else 0 for st in range(a.n_states))
+            for a in autos]
+
+
+class CheckRun:
+    """The checks' side of one :meth:`CompiledGrammar.advance`: the tracker and the output.
+
+    ``out`` is the output before ``data`` (not modified); offsets ``i`` passed to the methods are
+    offsets into ``data``.  After a successful advance, ``tracker`` is the new tracker."""
+
+    __slots__ = ("g", "checks", "tracker", "buf", "base", "ignore")
+
+    def __init__(self, g, tracker: tuple, out, data: bytes):
+        self.g = g
+        self.checks: GrammarChecks = g.checks
+        self.tracker = tracker
+        self.buf = out + data
+        self.base = len(out)
+        self.ignore = g.parser.ignore_set
+
+    def before_scan(self, cid: int, terms: tuple, i: int) -> int:
+        """The configuration without the stacks whose scan of ``terms`` (the lexeme ending before
+        byte ``i``) completes a value failing a check; -1 when none is left."""
+        return pruned(self.g, cid, terms, self.tracker, self.buf, self.base + i) if self.checks.value else cid
+
+    def after_scan(self, cid2: int, terms: tuple, i: int) -> int:
+        """Distinct-items checks for the configuration just scanned (an item ending before byte
+        ``i``): stacks returning from a duplicate item dropped, a new item recorded."""
+        if not self.checks.item_frames or self.ignore.issuperset(terms):
+            return cid2
+        failing, self.tracker = _duplicates(self.g, cid2, self.tracker, self.buf, self.base + i, True)
+        return self.g.parser.without_stacks(cid2, failing) if failing else cid2
+
+    def byte(self, b: int, i: int) -> None:
+        self.tracker = track(self.tracker, b, self.base + i, self.buf)
+
+    def lexeme_complete(self, cid: int, terms: tuple, i: int) -> bool:
+        """The pending lexeme (``terms``) cannot grow past byte ``i``: False when every reading of
+        its end completes a value that fails a check."""
+        return ended(self.g, cid, terms, self.tracker, self.buf, self.base + i + 1) >= 0
+
+
+def _current_item(frames: tuple, buf, end: int, check: DistinctItems):
+    """(the innermost array's frame, the identity of its item ending at ``end``) or None when no
+    array item is open there or the text is not a whole item."""
+    top = frames[-1] if frames else None
+    if top is None or top[0] != "a" or top[1] < 0:
+        return None
+    ident = check.identity(bytes(buf[top[1]:end]))
+    return None if ident is None else (top, ident)
+
+
+def _duplicates(g, cid2: int, tracker: tuple, buf, end: int, record: bool):
+    """The stacks of ``cid2`` that return from a duplicate item (a set of stack indices, or None)
+    and the tracker with the completed item recorded (when ``record``)."""
+    frames_of = g.checks.item_frames
+    stacks = g.parser.stacks[cid2]
+    done = [i for i, st in enumerate(stacks) if st[-1] in frames_of]
+    if not done:
+        return None, tracker
+    in_str, esc, frames, closed, root = tracker
+    cur = _current_item(frames, buf, end, frames_of[stacks[done[0]][-1]])
+    if cur is None:
+        return None, tracker
+    top, ident = cur
+    if ident in top[2]:
+        return set(done), tracker
+    if record:
+        frames = frames[:-1] + (("a", top[1], top[2] | {ident}),)
+    return None, (in_str, esc, frames, closed, root)
+
+
+def pruned(g, cid: int, terms: tuple, tracker: tuple, buf, end: int) -> int:
+    """Before scanning ``terms`` from ``cid`` (the lexeme ending at ``end``): drop the stacks whose
+    reading completes a checked value that fails (-1 when no stack is left)."""
+    checks = g.checks
+    stacks = g.parser.stacks[cid]
+    autos = g.parser.autos
+    failing = None
+    context = None
+    for i, st in enumerate(stacks):
+        top = st[-1]
+        r, s = top >> FRAME_BITS, top & FRAME_MASK
+        edges, base = autos[r].term_next, s << TERM_SHIFT
+        for t in terms:
+            nxt = edges.get(base | t)
+            if nxt is None:
+                continue
+            k, rr, ss = len(st) - 1, r, nxt
+            ok = True
+            while checks.rule_done[rr][ss]:  # the rule ends with this lexeme: it pops, and maybe its caller
+                if rr in checks.value:
+                    if context is None:
+                        start = value_start(tracker)
+                        context = CheckContext(bytes(buf[:end]), start, end, tracker[3])
+                    if context.start < 0 or not checks.verdict(rr, context.output[context.start:], context):
+                        ok = False
+                        break
+                k -= 1
+                if k < 0:
+                    break
+                rr, ss = st[k] >> FRAME_BITS, st[k] & FRAME_MASK
+            if not ok:
+                failing = (failing or set()) | {i}
+                break
+    return cid if not failing else g.parser.without_stacks(cid, failing)
+
+
+def ended(g, cid: int, terms: tuple, tracker: tuple, buf, end: int) -> int:
+    """The configuration after the pending lexeme (``terms``, ending at ``end``) ends, with the
+    checks it would run (nothing recorded); -1 when every reading fails one."""
+    c1 = pruned(g, cid, terms, tracker, buf, end) if g.checks.value else cid
+    c2 = g.parser.scan(c1, terms) if c1 >= 0 else -1
+    if c2 >= 0 and g.checks.item_frames and not g.parser.ignore_set.issuperset(terms):
+        failing, _ = _duplicates(g, c2, tracker, buf, end, False)
+        if failing and len(failing) == len(g.parser.stacks[c2]):
+            return -1
+    return c2
+
+
+def can_end_checked(g, cid: int, lx, ls: int, tracker: tuple, out) -> bool:
+    """``CompiledGrammar.can_end`` with the checks the pending lexeme's end would run."""
+    if ls == 0:
+        return g.parser.can_end[cid]
+    a = int(lx.acc_id[ls])
+    if a < 0:
+        return False
+    c2 = ended(g, cid, lx.acc_set(a), tracker, out, len(out))
+    return c2 >= 0 and g.parser.can_end[c2]

@@ -1,0 +1,40 @@
+"""Finish within budget: the guard that keeps a constrained output completable in the tokens left.
+
+With small models most grammar-constrained failures are outputs cut at ``max_tokens`` (repeated
+items, endless digits).  The engine precomputes, per automaton state, the fewest bytes that
+complete the output; the guard refuses a sampled token after which even that shortest completion
+no longer fits (each byte counted as one token, the safe bound), so a satisfiable constraint
+always ends in a complete, valid output.
+"""
+from __future__ import annotations
+
+__all__ = ["BudgetGuard"]
+
+
+class BudgetGuard:
+    """Refuses a token after which the output can no longer be completed in the tokens left.
+
+    Only the sampled token is checked (accept, look up the shortest completion, roll back:
+    microseconds); the decoding runtime draws again without a refused token, which samples the
+    same distribution as masking every failing token."""
+
+    def __init__(self, matcher) -> None:
+        self.matcher = matcher
+
+    def allows(self, token_id: int, remaining: int) -> bool:
+        """True if after ``token_id`` the output can still finish within ``remaining - 1`` tokens
+        (+ EOS).  ``remaining`` counts the token about to be sampled."""
+        m = self.matcher
+        if token_id in m.grammar.eos_ids:
+            return True
+        if not m.accept_token(token_id):
+            return False
+        try:
+            need = m.min_completion_bytes()
+            return need + (0 if m.is_terminated() else 1) <= remaining - 1
+        finally:
+            m.rollback(1)
+
+    def shortest_completion(self) -> float:
+        """Fewest bytes that complete the output from the matcher's state (for error messages)."""
+        return self.matcher.min_completion_bytes()

@@ -1,0 +1,322 @@
+"""The decoding runtime: ONE step-by-step generator every entry point consumes.
+
+``generate_json`` / ``generate_regex`` / ``generate_grammar``, the LangChain chat model (invoke
+and stream), the CLI and the benchmarks all decode through :class:`Decoding`.  Each step:
+
+1. mask: the matcher fills a token bitmask, which is applied to the logits (skipped for samplers
+   that test candidates themselves, ``Sampler.needs_mask = False``);
+2. sample: the :class:`~structgen.runtime.sampling.Sampler` picks a token;
+3. budget guard: a token after which the output cannot finish in the tokens left is refused;
+4. accept: the matcher takes the token -- or refuses it (a check at a value boundary,
+   ``Matcher.checks_at_commit``), and the sampler draws again without it; when nothing is left,
+   the last token is taken back and redrawn (a bounded number of times);
+5. stop: EOS, or the matcher can take nothing more.
+
+The loop talks to the matcher through :class:`MatcherProtocol` (architecture.md section 3, XGrammar's
+names) and knows nothing of grammars.  Seams for the speculative backbone and the samplers:
+:meth:`Decoding.feed` runs several tokens in one forward pass and returns a row of logits per
+token, :meth:`Decoding.rollback` takes tokens back from the matcher and the KV cache alike, and
+the sampler sees a :class:`~structgen.runtime.sampling.StepContext` and may carry a weight.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any, Iterator, Protocol, Sequence
+
+import torch
+
+from ..errors import GenerationError
+from .budget import BudgetGuard
+from .kv_cache import KVCacheModel
+from .masks import allocate_token_bitmask, apply_token_bitmask_inplace
+from .sampling import MaskedSampler, NoTokenAllowed, Sampler, StepContext
+
+__all__ = [
+    "MatcherProtocol",
+    "KVCacheModel",
+    "GenerationResult",
+    "Decoding",
+    "generate_constrained",
+    "generate_unconstrained",
+    "MAX_BACKTRACKS",
+]
+
+#: Dead ends a decoding may back out of (checks at commit only: see :class:`Decoding`).
+MAX_BACKTRACKS = 64
+
+
+class MatcherProtocol(Protocol):
+    """What the runtime needs from a matcher (the engine's ``Matcher`` implements it)."""
+
+    checks_at_commit: bool  # accept_token may refuse a token the mask allowed (then: draw again)
+
+    def fill_next_token_bitmask(self, bitmask: Any, index: int = 0) -> Any: ...
+    def accept_token(self, token_id: int) -> bool: ...
+    def is_accepting(self) -> bool: ...
+    def is_terminated(self) -> bool: ...
+    def is_token_allowed(self, token_id: int) -> bool: ...
+    def rollback(self, num_tokens: int = 1) -> Any: ...
+    def min_completion_bytes(self) -> float: ...
+    def reset(self) -> Any: ...
+
+
+@dataclass
+class GenerationResult:
+    """One finished generation.
+
+    ``token_ids`` excludes the final EOS; ``text`` is decoded from the tokens'
+    exact bytes (``text_bytes``).  ``finish_reason``: ``"eos"`` (EOS chosen),
+    ``"terminated"`` (the matcher could not continue), ``"length"``
+    (unconstrained only: ``max_tokens`` reached).  ``seconds`` is the whole
+    call (prefill included); ``tokens_per_second = num_tokens / seconds``;
+    ``decode_seconds`` leaves out the prompt's prefill, ``mask_seconds`` is
+    the time spent filling and applying masks.
+    """
+
+    token_ids: list[int]
+    text: str
+    num_tokens: int
+    seconds: float
+    tokens_per_second: float
+    finish_reason: str
+    text_bytes: bytes = b""
+    prompt_tokens: int = 0
+    prefill_seconds: float = 0.0
+    decode_seconds: float = 0.0
+    mask_seconds: float = 0.0
+    steps: int = 0
+    log_weight: float = 0.0
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+class Decoding:
+    """One generation, step by step: iterate it to stream the accepted token ids.
+
+    ``matcher=None`` decodes without a constraint (stopping at EOS unless ``stop_at_eos=False``,
+    or at ``max_tokens`` with ``finish_reason="length"``).  With a matcher, the output is complete
+    and valid or ``GenerationError`` is raised (with ``.partial``, the text so far).
+    ``optional=True`` lets the first token choose: when the constraint allows it (and the budget
+    guard too), the rest is constrained; otherwise the matcher is dropped and the text is free
+    (LangChain's "auto" tool choice).  ``deadline``: a ``time.monotonic()`` instant after which
+    ``TimeoutError`` is raised.  The matcher is used as given (not reset), so a caller may
+    pre-advance it.
+    """
+
+    def __init__(self, model: Any, prompt_ids: Sequence[int], matcher: MatcherProtocol | None = None, *,
+                 max_tokens: int, sampler: Sampler | None = None, budget_guard: BudgetGuard | None = None,
+                 optional: bool = False, deadline: float | None = None, stop_at_eos: bool = True) -> None:
+        if max_tokens < 0:
+            raise ValueError(f"max_tokens must be >= 0, got {max_tokens}")
+        self.prompt = [int(t) for t in prompt_ids]
+        if not self.prompt:
+            raise ValueError("prompt_ids must not be empty (the first forward pass needs a token)")
+        self.model = model
+        self.info = model.info
+        self.matcher = matcher
+        self.max_tokens = max_tokens
+        self.sampler = sampler if sampler is not None else MaskedSampler()
+        self.guard = budget_guard
+        self.optional = optional and matcher is not None
+        self.deadline = deadline
+        self.eos = frozenset(self.info.eos_ids) if stop_at_eos or matcher is not None else frozenset()
+        self.tokens: list[int] = []
+        self.finish_reason: str | None = None
+        self.steps = 0
+        self.mask_seconds = 0.0
+        self._kv = KVCacheModel(model.hf_model)
+        self._emitted = 0  # tokens already yielded: never rolled back
+        self._backtracks = 0
+        self._bitmask = None
+        self._t0 = self._t_prefill = 0.0
+
+    # -- seams: several tokens per forward pass, and taking tokens back ------------------------------
+    def feed(self, tokens: Sequence[int]) -> torch.Tensor:
+        """Run ``tokens`` after everything fed so far in one forward pass: float32 logits ``[k, V]``,
+        row ``i`` predicting the token after ``tokens[i]``."""
+        return self._kv.forward(tokens)
+
+    def rollback(self, n: int) -> torch.Tensor:
+        """Take the last ``n`` generated tokens back (matcher and KV cache) and return the logits
+        predicting the next token again."""
+        if not 0 < n <= len(self.tokens) - self._emitted:
+            raise ValueError(f"cannot roll back {n} of {len(self.tokens)} generated tokens "
+                             f"({self._emitted} already streamed)")
+        if self.matcher is not None:
+            self.matcher.rollback(n)
+        del self.tokens[len(self.tokens) - n:]
+        kept = self.prompt + self.tokens
+        self._kv.crop(len(kept) - 1)
+        return self._kv.forward([kept[-1]])[-1]
+
+    # -- the loop -------------------------------------------------------------------------------
+    def __iter__(self) -> Iterator[int]:
+        """Yield each token once it is final.  Without checks at commit that is at once; with them
+        a dead end may take tokens back (at most ``MAX_BACKTRACKS`` in all), so a token is held back
+        until no backtrack left can reach it, and the rest comes when decoding ends."""
+        for _ in self._steps():
+            yield from self._release(final=False)
+        yield from self._release(final=True)
+
+    def _release(self, final: bool) -> Iterator[int]:
+        upto = len(self.tokens)
+        if not final and self.matcher is not None and self.matcher.checks_at_commit:
+            upto -= MAX_BACKTRACKS - self._backtracks
+        while self._emitted < upto:
+            self._emitted += 1
+            yield self.tokens[self._emitted - 1]
+
+    def _steps(self) -> Iterator[None]:
+        """Decode; yields after each accepted token (which :meth:`__iter__` releases when final)."""
+        self._t0 = time.perf_counter()
+        self.sampler.reset()
+        logits = self._kv.forward(self.prompt, logits_to_keep=1)[-1]
+        self._t_prefill = time.perf_counter()
+        matcher = self.matcher
+        if matcher is not None and matcher.is_terminated():
+            self.finish_reason = "terminated"
+            return
+        banned: dict[int, set[int]] = {}  # tokens refused at a position after backing out of a dead end
+        self._backtracks = 0
+        while len(self.tokens) < self.max_tokens:
+            if self.deadline is not None and time.monotonic() > self.deadline:
+                raise TimeoutError(f"generation exceeded its deadline after {len(self.tokens)} tokens")
+            self.steps += 1
+            pos = len(self.tokens)
+            self._mask(logits, banned.get(pos, ()))
+            t = self._draw(logits)
+            matcher = self.matcher
+            if t is None:  # nothing the matcher takes: a check at commit left a dead end
+                if not (matcher is not None and matcher.checks_at_commit and self.tokens
+                        and self._backtracks < MAX_BACKTRACKS and len(self.tokens) > self._emitted):
+                    raise self._no_token_error()
+                # e.g. a string item of a uniqueItems array at its maxLength whose only completions are
+                # earlier items: take the last token back and draw again at that position without it
+                self._backtracks += 1
+                last = self.tokens[-1]
+                logits = self.rollback(1)
+                for k in [k for k in banned if k > len(self.tokens)]:
+                    del banned[k]
+                banned.setdefault(len(self.tokens), set()).add(last)
+                continue
+            if t in self.eos:
+                self.finish_reason = "eos"
+                return
+            self.tokens.append(t)
+            yield
+            if matcher is not None and matcher.is_terminated():
+                self.finish_reason = "terminated"
+                return
+            if len(self.tokens) < self.max_tokens:
+                logits = self._kv.forward([t])[-1]
+        if self.matcher is not None:
+            raise GenerationError(f"max_tokens={self.max_tokens} reached before the constraint was complete",
+                                  partial=self.partial_text(), reason="max_tokens", num_tokens=len(self.tokens))
+        self.finish_reason = "length"
+
+    def _constrained(self) -> bool:
+        return self.matcher is not None and not self.optional
+
+    def _mask(self, logits: torch.Tensor, banned) -> None:
+        vocab = self.info.vocab_size
+        if logits.shape[-1] > vocab:
+            logits[vocab:] = float("-inf")  # logits beyond the token table: never allowed
+        if self._constrained() and self.sampler.needs_mask:
+            tm = time.perf_counter()
+            if self._bitmask is None:
+                self._bitmask = allocate_token_bitmask(1, vocab)
+            self._bitmask.fill_(0)  # a matcher sets the bits it allows; stale bits must not leak
+            self.matcher.fill_next_token_bitmask(self._bitmask, 0)
+            apply_token_bitmask_inplace(logits, self._bitmask, vocab_size=vocab)
+            self.mask_seconds += time.perf_counter() - tm
+        for b in banned:
+            logits[b] = float("-inf")
+
+    def _draw(self, logits: torch.Tensor) -> int | None:
+        """A token the budget guard allows and the matcher takes (accepted already); refused
+        candidates are set to ``-inf`` in ``logits`` and drawn again.  None when none is left."""
+        remaining = self.max_tokens - len(self.tokens)
+        context = StepContext(len(self.tokens), remaining, self.matcher)
+        while True:
+            try:
+                t = self.sampler.sample(logits, context)
+            except NoTokenAllowed:
+                return None
+            matcher = self.matcher
+            if self.optional:  # the first token decides: the constraint, or free text from here on
+                self.optional = False
+                if not (t not in self.eos and matcher.is_token_allowed(t)
+                        and (self.guard is None or self.guard.allows(t, remaining))):
+                    self.matcher = self.guard = context.matcher = matcher = None
+            if matcher is None:
+                return t
+            if self.guard is not None and not self.guard.allows(t, remaining):
+                logits[t] = float("-inf")  # the same distribution as masking every token that fails
+                continue
+            if t in self.eos:
+                if not matcher.is_accepting() or not matcher.accept_token(t):
+                    raise GenerationError(f"the matcher allowed EOS id {t} but the constraint is not complete",
+                                          partial=self.partial_text(), reason="eos", num_tokens=len(self.tokens))
+                return t
+            if matcher.accept_token(t):
+                return t
+            if not matcher.checks_at_commit:
+                raise GenerationError(f"the matcher rejected token {t}, which its own mask allowed",
+                                      partial=self.partial_text(), reason="rejected", num_tokens=len(self.tokens))
+            # a check at commit (uniqueItems: the token completes a duplicate item) refused it:
+            # drawing again without it samples from the model's distribution over the tokens it takes
+            logits[t] = float("-inf")
+
+    def _no_token_error(self) -> GenerationError:
+        why = "the constraint cannot be continued with this vocabulary"
+        if self.guard is not None and self.matcher is not None:
+            need = self.matcher.min_completion_bytes()
+            why += (f" within max_tokens={self.max_tokens}: the shortest completion from here is {need:g} bytes,"
+                    " and the budget guard counts one token per byte; raise max_tokens")
+        return GenerationError(f"no token is allowed after {len(self.tokens)} generated tokens ({why})",
+                               partial=self.partial_text(), reason="no_token", num_tokens=len(self.tokens))
+
+    # -- results --------------------------------------------------------------------------------
+    def partial_text(self) -> str:
+        return self.info.decode_bytes(self.tokens).decode("utf-8", errors="replace")
+
+    def run(self) -> GenerationResult:
+        """Decode to the end and return the result."""
+        for _ in self:
+            pass
+        return self.result()
+
+    def result(self) -> GenerationResult:
+        now = time.perf_counter()
+        seconds = now - self._t0
+        ids = list(self.tokens)
+        raw = self.info.decode_bytes(ids)
+        return GenerationResult(
+            token_ids=ids, text=raw.decode("utf-8", errors="replace"), num_tokens=len(ids), seconds=seconds,
+            tokens_per_second=len(ids) / seconds if seconds > 0 else 0.0, finish_reason=self.finish_reason or "",
+            text_bytes=raw, prompt_tokens=len(self.prompt), prefill_seconds=self._t_prefill - self._t0,
+            decode_seconds=now - self._t_prefill, mask_seconds=self.mask_seconds, steps=self.steps,
+            log_weight=self.sampler.log_weight)
+
+
+def generate_constrained(model: Any, prompt_ids: Sequence[int], matcher: MatcherProtocol, *, max_tokens: int,
+                         temperature: float = 0.0, top_p: float = 1.0, top_k: int = 0, seed: int | None = None,
+                         budget_guard: BudgetGuard | None = None, sampler: Sampler | None = None) -> GenerationResult:
+    """Generate until the constraint is complete (:class:`Decoding` to the end).
+
+    ``model``: a ``structgen.models.Model`` (needs ``.hf_model`` and ``.info``).  Raises
+    ``GenerationError`` (with ``.partial``) if ``max_tokens`` runs out first or a step leaves no
+    token allowed."""
+    if sampler is None:
+        sampler = MaskedSampler(temperature=temperature, top_p=top_p, top_k=top_k, seed=seed)
+    return Decoding(model, prompt_ids, matcher, max_tokens=max_tokens, sampler=sampler,
+                    budget_guard=budget_guard).run()
+
+
+def generate_unconstrained(model: Any, prompt_ids: Sequence[int], *, max_tokens: int, temperature: float = 0.0,
+                           top_p: float = 1.0, top_k: int = 0, seed: int | None = None,
+                           stop_at_eos: bool = True) -> GenerationResult:
+    """The same loop with no matcher: the baseline for measuring constraint overhead.  Stops at
+    an EOS id (unless ``stop_at_eos=False``) or after ``max_tokens`` (``finish_reason="length"``)."""
+    sampler = MaskedSampler(temperature=temperature, top_p=top_p, top_k=top_k, seed=seed)
+    return Decoding(model, prompt_ids, None, max_tokens=max_tokens, sampler=sampler, stop_at_eos=stop_at_eos).run()

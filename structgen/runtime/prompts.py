@@ -1,0 +1,47 @@
+"""Chat prompts: the one place a conversation becomes prompt text.
+
+Every entry point that talks to a chat model (``generate_*``, the LangChain chat model, the CLI,
+the benchmarks) renders through :func:`render_chat`, so they agree on the template, on the
+fallback for tokenizers without one, and on roles a template refuses.
+"""
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+__all__ = ["render_chat", "user_prompt"]
+
+
+def render_chat(hf_tokenizer: Any, messages: Sequence[dict[str, str]]) -> str:
+    """Prompt text for ``messages`` (``{"role", "content"}`` dicts), ending where the assistant's
+    reply starts.
+
+    Uses the tokenizer's chat template with ``add_generation_prompt=True``.  A template that
+    rejects the ``tool`` role gets tool results as user turns.  A tokenizer without a template
+    gets plain text: the system turn, a blank line, then the other turns (``role: content``
+    lines when there are several)."""
+    messages = [dict(m) for m in messages]
+    if getattr(hf_tokenizer, "chat_template", None):
+        try:
+            out = hf_tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+        except Exception:  # noqa: BLE001 - e.g. a template that rejects the "tool" role
+            if not any(m["role"] == "tool" for m in messages):
+                raise
+            messages = [m if m["role"] != "tool" else {"role": "user", "content": f"Tool result: {m['content']}"}
+                        for m in messages]
+            out = hf_tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+        if isinstance(out, str):
+            return out
+    system = [m["content"] for m in messages if m["role"] == "system"]
+    turns = [m for m in messages if m["role"] != "system"]
+    if len(turns) == 1 and turns[0]["role"] == "user":
+        body = f"{turns[0]['content']}\n"
+    else:
+        body = "\n".join(f"{m['role']}: {m['content']}" for m in turns) + "\nassistant:"
+    return f"{system[0]}\n\n{body}" if system else body
+
+
+def user_prompt(hf_tokenizer: Any, user: str, system: str | None = None) -> str:
+    """Prompt text for one user turn (and an optional system turn)."""
+    messages = ([{"role": "system", "content": system}] if system is not None else []) + \
+        [{"role": "user", "content": user}]
+    return render_chat(hf_tokenizer, messages)
