@@ -22,6 +22,7 @@ _LAZY = {
     "generate_json": ("structgen.api", "generate_json"),
     "generate_regex": ("structgen.api", "generate_regex"),
     "generate_grammar": ("structgen.api", "generate_grammar"),
+    "sample": ("structgen.runtime.sampling.draw", "sample"),
     "allocate_token_bitmask": ("structgen.runtime.masks", "allocate_token_bitmask"),
     "apply_token_bitmask_inplace": ("structgen.runtime.masks", "apply_token_bitmask_inplace"),
 }

@@ -38,15 +38,54 @@ def _resolve_model(model):
     return model
 
 
-def _run(model, grammar: CompiledGrammar, prompt_text: str, *, max_tokens: int, temperature: float,
-         top_p: float, top_k: int, seed: int | None):
+def _run(model, grammar: CompiledGrammar, prompt_text: str, *, max_tokens: int, temperature: float | None,
+         top_p: float, top_k: int, seed: int | None, sampler: str | None = None, particles: int = 8):
+    """Decode one output: the runtime's loop (greedy by default) or, with ``sampler``, one draw
+    from a distribution-correcting sampler (``structgen.runtime.sampling``)."""
     from .runtime.budget import BudgetGuard
     from .runtime.loop import generate_constrained
 
-    matcher = Matcher(grammar)
     ids = model.encode(prompt_text)
-    return generate_constrained(model, ids, matcher, max_tokens=max_tokens, temperature=temperature, top_p=top_p,
-                                top_k=top_k, seed=seed, budget_guard=BudgetGuard(matcher))
+    if sampler is None or sampler == "greedy":
+        matcher = Matcher(grammar)
+        return generate_constrained(model, ids, matcher, max_tokens=max_tokens, temperature=temperature or 0.0,
+                                    top_p=top_p, top_k=top_k, seed=seed, budget_guard=BudgetGuard(matcher))
+    return _run_sampler(model, grammar, ids, max_tokens=max_tokens, temperature=temperature, top_p=top_p,
+                        top_k=top_k, seed=seed, sampler=sampler, particles=particles)
+
+
+def _run_sampler(model, grammar: CompiledGrammar, ids: list[int], *, max_tokens: int, temperature: float | None,
+                 top_p: float, top_k: int, seed: int | None, sampler: str, particles: int):
+    import time
+
+    from .runtime.loop import GenerationResult
+    from .runtime.sampling.draw import draw_one, draw_samples
+    from .runtime.sampling.lm import ModelLM
+    from .runtime.sampling.sequence import DeadEnd
+
+    if top_p != 1.0 or top_k:
+        raise ValueError(f"sampler={sampler!r} targets the model's own distribution: top_p/top_k would truncate it")
+    if temperature is not None and temperature <= 0:
+        raise ValueError(f"sampler={sampler!r} samples: temperature must be > 0 (or None for 1.0)")
+    t0 = time.perf_counter()
+    lm = ModelLM(model, ids, temperature=temperature or 1.0)
+    try:
+        samples = draw_samples(lm, grammar, model.info, n=1, method=sampler, particles=particles,
+                               max_tokens=max_tokens, seed=seed)
+    except DeadEnd as e:
+        raise GenerationError(f"sampler={sampler!r} found no output within max_tokens={max_tokens}: {e}") from None
+    if not samples:
+        raise GenerationError(f"sampler={sampler!r}: every particle died within max_tokens={max_tokens}")
+    s = draw_one(samples, seed)
+    seconds = time.perf_counter() - t0
+    raw = model.info.decode_bytes(s.token_ids)
+    return GenerationResult(token_ids=s.token_ids, text=raw.decode("utf-8", errors="replace"),
+                            num_tokens=len(s.token_ids), seconds=seconds,
+                            tokens_per_second=len(s.token_ids) / seconds if seconds > 0 else 0.0,
+                            finish_reason="eos", text_bytes=raw, prompt_tokens=len(ids), steps=len(s.token_ids) + 1,
+                            log_weight=s.log_weight,
+                            extra={"sampler": sampler, "forward_passes": lm.forward_passes, "checks": s.checks,
+                                   "log_evidence": s.log_evidence})
 
 
 def schema_prompt(schema: dict, user: str | None = None) -> str:
@@ -64,9 +103,10 @@ def schema_prompt(schema: dict, user: str | None = None) -> str:
 
 
 def generate_json(model, schema: Any, prompt: str | None = None, *, max_tokens: int = DEFAULT_MAX_TOKENS,
-                  temperature: float = 0.0, top_p: float = 1.0, top_k: int = 0, seed: int | None = None,
+                  temperature: float | None = None, top_p: float = 1.0, top_k: int = 0, seed: int | None = None,
                   whitespace: str = "compact", strict: bool = False, lenient: bool = False,
-                  system: str | None = None, chat: bool = True, return_result: bool = False) -> Any:
+                  system: str | None = None, chat: bool = True, return_result: bool = False,
+                  sampler: str | None = None, particles: int = 8) -> Any:
     """Generate one JSON value that satisfies ``schema`` and return it parsed.
 
     ``schema``: a dict, JSON text, or a Pydantic model class (then an instance
@@ -75,6 +115,12 @@ def generate_json(model, schema: Any, prompt: str | None = None, *, max_tokens: 
     whitespace impossible.  The output is validated with ``jsonschema``;
     ``GenerationError`` is raised (with ``.partial``) if generation cannot
     finish or, in ``lenient`` mode, if the result does not validate.
+
+    ``sampler``: None decodes with the runtime's loop (greedy unless ``temperature`` > 0, with
+    the finish-within-budget guard); ``"masked"``, ``"asap"``, ``"awrs"`` or ``"smc"`` (with
+    ``particles``) return one output drawn from that sampler's approximation of the model's own
+    distribution restricted to the schema, at ``temperature`` 1.0 unless given
+    (``structgen.sample`` draws many).
     """
     from .grammar.json_schema import normalize_schema_input
 
@@ -86,7 +132,7 @@ def generate_json(model, schema: Any, prompt: str | None = None, *, max_tokens: 
     user = schema_prompt(schema_dict, prompt)
     text = model.chat_prompt(user, system=system) if chat else user
     result = _run(model, grammar, text, max_tokens=max_tokens, temperature=temperature, top_p=top_p, top_k=top_k,
-                  seed=seed)
+                  seed=seed, sampler=sampler, particles=particles)
     try:
         value = json.loads(result.text)
     except json.JSONDecodeError as e:  # pragma: no cover - the grammar makes this impossible
@@ -104,26 +150,28 @@ def generate_json(model, schema: Any, prompt: str | None = None, *, max_tokens: 
 
 
 def generate_regex(model, pattern: str, prompt: str, *, max_tokens: int = DEFAULT_MAX_TOKENS,
-                   temperature: float = 0.0, top_p: float = 1.0, top_k: int = 0, seed: int | None = None,
-                   system: str | None = None, chat: bool = True) -> str:
+                   temperature: float | None = None, top_p: float = 1.0, top_k: int = 0, seed: int | None = None,
+                   system: str | None = None, chat: bool = True, sampler: str | None = None,
+                   particles: int = 8) -> str:
     """Generate text that fully matches ``pattern`` (Python regex syntax)."""
     model = _resolve_model(model)
     grammar = compiler_for(model).compile_regex(pattern)
     text = model.chat_prompt(prompt, system=system) if chat else prompt
     result = _run(model, grammar, text, max_tokens=max_tokens, temperature=temperature, top_p=top_p, top_k=top_k,
-                  seed=seed)
+                  seed=seed, sampler=sampler, particles=particles)
     if re.fullmatch(pattern, result.text) is None:  # pragma: no cover - guaranteed by construction
         raise GenerationError("output does not match the pattern", partial=result.text)
     return result.text
 
 
 def generate_grammar(model, grammar: str | Path, prompt: str, *, start: str = "start",
-                     max_tokens: int = DEFAULT_MAX_TOKENS, temperature: float = 0.0, top_p: float = 1.0,
-                     top_k: int = 0, seed: int | None = None, system: str | None = None, chat: bool = True) -> str:
+                     max_tokens: int = DEFAULT_MAX_TOKENS, temperature: float | None = None, top_p: float = 1.0,
+                     top_k: int = 0, seed: int | None = None, system: str | None = None, chat: bool = True,
+                     sampler: str | None = None, particles: int = 8) -> str:
     """Generate text in the language of a Lark grammar (text or a ``.lark`` path)."""
     model = _resolve_model(model)
     compiled = compiler_for(model).compile_lark(grammar, start=start)
     text = model.chat_prompt(prompt, system=system) if chat else prompt
     result = _run(model, compiled, text, max_tokens=max_tokens, temperature=temperature, top_p=top_p, top_k=top_k,
-                  seed=seed)
+                  seed=seed, sampler=sampler, particles=particles)
     return result.text

@@ -230,13 +230,41 @@ def _run_bench_jsonschemabench(args: argparse.Namespace) -> int:
 def _add_bench(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("bench", help="benchmarks (mask speed/correctness, end-to-end generation, ...)",
                        description="Benchmarks. Subcommands: mask (MaskBench), jsonschemabench (end to end "
-                                   "with a real model), test-suite, grammar, decode.")
+                                   "with a real model), test-suite, grammar, decode, samplers.")
     bench_sub = p.add_subparsers(dest="bench_command", metavar="BENCHMARK")
     bench_sub.required = True
     _add_bench_mask(bench_sub)
     _add_bench_test_suite(bench_sub)
     _add_bench_grammar(bench_sub)
     _add_bench_jsonschemabench(bench_sub)
+    _add_bench_samplers(bench_sub)
+
+
+def _add_bench_samplers(bench_sub) -> None:
+    p = bench_sub.add_parser("samplers", help="distribution-correcting samplers against exact targets",
+                             description="TV to the exact target against the number of samples (toy harness and "
+                                         "SmolLM2 on a finite language), cost per sample and token, and on "
+                                         "JSONSchemaBench schemas the outputs' model log-likelihood and AWRS's "
+                                         "constraint checks per token. Writes samplers.json and samplers-tv.png.")
+    p.add_argument("--toy-samples", type=int, default=20000)
+    p.add_argument("--real-samples", type=int, default=2000)
+    p.add_argument("--schemas", type=int, default=6, help="JSONSchemaBench schemas (default 6)")
+    p.add_argument("--particles", type=int, default=16, help="SMC particles on the toy (default 16)")
+    p.add_argument("--real-particles", type=int, default=8, help="SMC particles on SmolLM2 (default 8)")
+    p.add_argument("--parts", default="toy,real,jsb")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--output", default="bench-out/samplers")
+    p.set_defaults(func=_run_bench_samplers)
+
+
+def _run_bench_samplers(args) -> int:
+    from .bench.samplers import run_samplers_bench
+
+    run_samplers_bench(toy_samples=args.toy_samples, real_samples=args.real_samples, jsb_schemas=args.schemas,
+                       particles=args.particles, real_particles=args.real_particles, seed=args.seed,
+                       out_dir=args.output, parts=tuple(args.parts.split(",")))
+    print(f"wrote {args.output}/samplers.json and {args.output}/samplers-tv.png")
+    return 0
 
 
 def _add_bench_grammar(bench_sub) -> None:

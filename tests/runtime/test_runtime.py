@@ -42,8 +42,11 @@ def test_feed_several_tokens_equals_one_at_a_time(tiny_model, prompt):
     """The speculative seam: one forward pass over k tokens gives the k rows of logits that k
     single-token passes give, and rollback restores the logits of an earlier position."""
     d = Decoding(tiny_model, prompt, None, max_tokens=8)
-    it = iter(d)
-    first = [next(it) for _ in range(3)]
+    steps = d._steps()  # the step generator itself: nothing streamed yet, so anything may be taken back
+    for _ in range(3):
+        next(steps)
+    first = list(d.tokens)
+    assert len(first) == 3
     one_by_one = Decoding(tiny_model, prompt, None, max_tokens=8)
     one_by_one._kv.forward(prompt)
     rows = [one_by_one.feed([t])[-1] for t in first]
@@ -56,6 +59,10 @@ def test_feed_several_tokens_equals_one_at_a_time(tiny_model, prompt):
     again = d.rollback(2)  # back to right after the first token
     assert d.tokens == first[:1]
     torch.testing.assert_close(again, rows[0], rtol=1e-4, atol=1e-4)
+    streamed = Decoding(tiny_model, prompt, None, max_tokens=8)
+    next(iter(streamed))
+    with pytest.raises(ValueError, match="already streamed"):
+        streamed.rollback(1)  # a token the caller has seen is never taken back
 
 
 def test_optional_constraint_follows_the_first_token(tiny_model, prompt, grammar):

@@ -1,0 +1,146 @@
+"""``structgen.sample``: many outputs under a constraint, by the sampler the user picks.
+
+* ``"masked"`` -- renormalise over the allowed tokens at each step (what every engine does; it
+  samples the *local* target, biased towards prefixes the model would rarely complete validly);
+* ``"asap"`` -- grammar-aligned decoding: one trie shared by the ``n`` samples learns the expected
+  future grammaticality, converging to the model's distribution restricted to the constraint;
+* ``"awrs"`` -- adaptive weighted rejection sampling: each token tested one at a time (no full
+  mask), each sample weighted so that weighted samples estimate the target;
+* ``"smc"`` -- sequential Monte Carlo over AWRS proposals: ``n`` runs of ``particles`` particles,
+  normalised weights within each run and an estimate of log P(L) per run.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .asap import ASAp
+from .awrs import ESTIMATORS, sample_awrs
+from .lm import ModelLM
+from .sequence import DeadEnd, sample_masked
+from .smc import run_smc
+
+__all__ = ["Sample", "sample", "METHODS", "draw_one"]
+
+METHODS = ("masked", "asap", "awrs", "smc")
+
+
+@dataclass
+class Sample:
+    """One output.  ``log_weight``: 0 for ``masked`` and ``asap``; for ``awrs`` the log of the
+    sequence's importance weight; for ``smc`` the particle's normalised log weight within its run
+    (``run``), whose estimate of log P(L) is ``log_evidence``.  ``checks``: constraint checks made."""
+
+    text: str
+    token_ids: list[int]
+    log_weight: float = 0.0
+    run: int = 0
+    log_evidence: float | None = None
+    checks: int = 0
+
+
+def _constraint(model, schema, regex, grammar, start: str, whitespace: str):
+    from ...api import compiler_for
+
+    given = [x is not None for x in (schema, regex, grammar)]
+    if sum(given) != 1:
+        raise ValueError("pass exactly one of schema=, regex= or grammar=")
+    comp = compiler_for(model)
+    if schema is not None:
+        from ...grammar.json_schema import normalize_schema_input
+
+        return comp.compile_json_schema(normalize_schema_input(schema), whitespace=whitespace), "json"
+    if regex is not None:
+        return comp.compile_regex(regex), "regex"
+    return comp.compile_lark(grammar if isinstance(grammar, (str, Path)) else str(grammar), start=start), "grammar"
+
+
+def _check_method(method: str, estimator: str) -> None:
+    if method not in METHODS:
+        raise ValueError(f"unknown sampling method {method!r}: one of {METHODS}")
+    if estimator not in ESTIMATORS:
+        raise ValueError(f"unknown AWRS estimator {estimator!r}: one of {ESTIMATORS}")
+
+
+def sample(model: Any, prompt: str, *, schema: Any = None, regex: str | None = None, grammar: Any = None,
+           n: int = 1, method: str = "masked", particles: int = 8, temperature: float = 1.0,
+           max_tokens: int = 256, seed: int | None = None, chat: bool = True, system: str | None = None,
+           start: str = "start", estimator: str = "two-pass", whitespace: str = "compact") -> list[Sample]:
+    """Draw ``n`` outputs under one constraint (``schema=``, ``regex=`` or ``grammar=``).
+
+    For ``method="smc"``, ``n`` is the number of independent runs and each returns its
+    ``particles`` samples.  The same ``seed`` gives the same samples.  Every returned output
+    satisfies the constraint; an output the budget cannot finish is never returned (a sample
+    that meets a dead end is drawn again, at most ``10 n`` times)."""
+    from ...api import _resolve_model, schema_prompt
+
+    _check_method(method, estimator)
+    if n < 1:
+        raise ValueError(f"n must be >= 1, got {n}")
+    model = _resolve_model(model)
+    compiled, kind = _constraint(model, schema, regex, grammar, start, whitespace)
+    text = schema_prompt(schema, prompt) if kind == "json" and schema is not None else prompt
+    prompt_text = model.chat_prompt(text, system=system) if chat else text
+    lm = ModelLM(model, model.encode(prompt_text), temperature=temperature)
+    return draw_samples(lm, compiled, model.info, n=n, method=method, particles=particles,
+                        max_tokens=max_tokens, seed=seed, estimator=estimator)
+
+
+def draw_samples(lm, compiled, info, *, n: int, method: str, particles: int = 8, max_tokens: int = 256,
+                 seed: int | None = None, estimator: str = "two-pass") -> list[Sample]:
+    """:func:`sample` on an already built LM view and compiled constraint (tests, benchmarks)."""
+    from ...engine.matcher import Matcher
+
+    _check_method(method, estimator)
+    rng = np.random.default_rng(seed)
+    matcher = Matcher(compiled)
+    out: list[Sample] = []
+
+    def text(ids) -> str:
+        return info.decode_bytes(ids).decode("utf-8", errors="replace")
+
+    if method == "smc":
+        for r in range(n):
+            run = run_smc(lm, matcher, rng, particles=particles, max_tokens=max_tokens, estimator=estimator)
+            for p in run.particles:
+                if not np.isfinite(p.log_weight):
+                    continue  # a particle that died is no output (its normalised weight is 0)
+                out.append(Sample(text(p.token_ids), p.token_ids, p.log_weight, r, run.log_evidence,
+                                  run.checks // max(1, particles)))
+        return out
+    trie = ASAp(lm, matcher, max_tokens=max_tokens) if method == "asap" else None
+    failures = 0
+    while len(out) < n:
+        try:
+            if method == "masked":
+                s = sample_masked(lm, matcher, rng, max_tokens=max_tokens)
+            elif method == "asap":
+                s = trie.sample(rng)
+            else:
+                s = sample_awrs(lm, matcher, rng, max_tokens=max_tokens, estimator=estimator)
+                if not np.isfinite(s.log_weight):
+                    raise DeadEnd("the AWRS sample died")
+        except DeadEnd:
+            failures += 1
+            if failures > 10 * n:
+                raise
+            continue
+        out.append(Sample(text(s.token_ids), s.token_ids, s.log_weight, len(out), None, s.checks))
+    return out
+
+
+def draw_one(samples: list[Sample], seed: int | None) -> Sample:
+    """One output from a sampler's approximation of the target: a particle by its normalised
+    weight for ``smc``, else the first sample."""
+    if len(samples) == 1 or samples[0].log_evidence is None:
+        return samples[0]
+    lw = np.array([s.log_weight for s in samples])
+    if not np.isfinite(lw).any():
+        from ...errors import GenerationError
+
+        raise GenerationError("every particle died: no output satisfies the constraint within max_tokens")
+    w = np.exp(lw - lw.max())
+    return samples[int(np.random.default_rng(seed).choice(len(samples), p=w / w.sum()))]
