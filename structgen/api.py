@@ -30,7 +30,8 @@ def compiler_for(model) -> GrammarCompiler:
     return comp
 
 
-def _resolve_model(model):
+def resolve_model(model):
+    """A structgen Model: the embedded SmolLM2 for None, ``load_model(path)`` for a path."""
     if model is None or isinstance(model, str):
         from .models import load_model
 
@@ -50,42 +51,10 @@ def _run(model, grammar: CompiledGrammar, prompt_text: str, *, max_tokens: int, 
         matcher = Matcher(grammar)
         return generate_constrained(model, ids, matcher, max_tokens=max_tokens, temperature=temperature or 0.0,
                                     top_p=top_p, top_k=top_k, seed=seed, budget_guard=BudgetGuard(matcher))
-    return _run_sampler(model, grammar, ids, max_tokens=max_tokens, temperature=temperature, top_p=top_p,
-                        top_k=top_k, seed=seed, sampler=sampler, particles=particles)
+    from .runtime.sampling.draw import generate_with_sampler
 
-
-def _run_sampler(model, grammar: CompiledGrammar, ids: list[int], *, max_tokens: int, temperature: float | None,
-                 top_p: float, top_k: int, seed: int | None, sampler: str, particles: int):
-    import time
-
-    from .runtime.loop import GenerationResult
-    from .runtime.sampling.draw import draw_one, draw_samples
-    from .runtime.sampling.lm import ModelLM
-    from .runtime.sampling.sequence import DeadEnd
-
-    if top_p != 1.0 or top_k:
-        raise ValueError(f"sampler={sampler!r} targets the model's own distribution: top_p/top_k would truncate it")
-    if temperature is not None and temperature <= 0:
-        raise ValueError(f"sampler={sampler!r} samples: temperature must be > 0 (or None for 1.0)")
-    t0 = time.perf_counter()
-    lm = ModelLM(model, ids, temperature=temperature or 1.0)
-    try:
-        samples = draw_samples(lm, grammar, model.info, n=1, method=sampler, particles=particles,
-                               max_tokens=max_tokens, seed=seed)
-    except DeadEnd as e:
-        raise GenerationError(f"sampler={sampler!r} found no output within max_tokens={max_tokens}: {e}") from None
-    if not samples:
-        raise GenerationError(f"sampler={sampler!r}: every particle died within max_tokens={max_tokens}")
-    s = draw_one(samples, seed)
-    seconds = time.perf_counter() - t0
-    raw = model.info.decode_bytes(s.token_ids)
-    return GenerationResult(token_ids=s.token_ids, text=raw.decode("utf-8", errors="replace"),
-                            num_tokens=len(s.token_ids), seconds=seconds,
-                            tokens_per_second=len(s.token_ids) / seconds if seconds > 0 else 0.0,
-                            finish_reason="eos", text_bytes=raw, prompt_tokens=len(ids), steps=len(s.token_ids) + 1,
-                            log_weight=s.log_weight,
-                            extra={"sampler": sampler, "forward_passes": lm.forward_passes, "checks": s.checks,
-                                   "log_evidence": s.log_evidence})
+    return generate_with_sampler(model, grammar, ids, max_tokens=max_tokens, temperature=temperature, top_p=top_p,
+                                 top_k=top_k, seed=seed, sampler=sampler, particles=particles)
 
 
 def schema_prompt(schema: dict, user: str | None = None) -> str:
@@ -124,7 +93,7 @@ def generate_json(model, schema: Any, prompt: str | None = None, *, max_tokens: 
     """
     from .grammar.json_schema import normalize_schema_input
 
-    model = _resolve_model(model)
+    model = resolve_model(model)
     pyd = schema if isinstance(schema, type) and hasattr(schema, "model_validate") else None
     schema_dict = normalize_schema_input(schema)
     grammar = compiler_for(model).compile_json_schema(schema_dict, whitespace=whitespace, strict=strict,
@@ -154,7 +123,7 @@ def generate_regex(model, pattern: str, prompt: str, *, max_tokens: int = DEFAUL
                    system: str | None = None, chat: bool = True, sampler: str | None = None,
                    particles: int = 8) -> str:
     """Generate text that fully matches ``pattern`` (Python regex syntax)."""
-    model = _resolve_model(model)
+    model = resolve_model(model)
     grammar = compiler_for(model).compile_regex(pattern)
     text = model.chat_prompt(prompt, system=system) if chat else prompt
     result = _run(model, grammar, text, max_tokens=max_tokens, temperature=temperature, top_p=top_p, top_k=top_k,
@@ -169,7 +138,7 @@ def generate_grammar(model, grammar: str | Path, prompt: str, *, start: str = "s
                      top_k: int = 0, seed: int | None = None, system: str | None = None, chat: bool = True,
                      sampler: str | None = None, particles: int = 8) -> str:
     """Generate text in the language of a Lark grammar (text or a ``.lark`` path)."""
-    model = _resolve_model(model)
+    model = resolve_model(model)
     compiled = compiler_for(model).compile_lark(grammar, start=start)
     text = model.chat_prompt(prompt, system=system) if chat else prompt
     result = _run(model, compiled, text, max_tokens=max_tokens, temperature=temperature, top_p=top_p, top_k=top_k,

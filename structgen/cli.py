@@ -381,9 +381,13 @@ def _add_generate(sub) -> None:
     p.add_argument("prompt", help="the user's request")
     p.add_argument("--model", default=None, help="model folder, .gguf file or transformers id (default: SmolLM2)")
     p.add_argument("--max-tokens", type=int, default=512)
-    p.add_argument("--temperature", type=float, default=0.0)
+    p.add_argument("--temperature", type=float, default=None,
+                   help="0 (greedy) by default; 1.0 by default with --sampler")
     p.add_argument("--seed", type=int, default=None)
     p.add_argument("--whitespace", choices=["compact", "flexible"], default="compact")
+    p.add_argument("--sampler", choices=["masked", "asap", "awrs", "smc"], default=None,
+                   help="draw from a distribution-correcting sampler instead of greedy decoding")
+    p.add_argument("--particles", type=int, default=8, help="SMC particles (with --sampler smc)")
     p.set_defaults(func=_run_generate)
 
 
@@ -398,7 +402,8 @@ def _run_generate(args) -> int:
 
     try:
         model = load_model(args.model)
-        kw = dict(max_tokens=args.max_tokens, temperature=args.temperature, seed=args.seed)
+        kw = dict(max_tokens=args.max_tokens, temperature=args.temperature, seed=args.seed, sampler=args.sampler,
+                  particles=args.particles)
         if args.schema:
             text = Path(args.schema).read_text() if Path(args.schema).exists() else args.schema
             value = generate_json(model, _json.loads(text), args.prompt, whitespace=args.whitespace, **kw)

@@ -86,7 +86,7 @@ from .tools import normalize_tool, parse_tool_call, tool_call_schema, tools_inst
 __all__ = ["ChatStructgen", "StructgenOutputParser"]
 
 _DEFAULT_MAX_TOKENS = 512
-_CALL_KWARGS = frozenset({"max_tokens", "temperature", "top_p", "top_k", "seed", "timeout"})
+_CALL_KWARGS = frozenset({"max_tokens", "temperature", "top_p", "top_k", "seed", "timeout", "sampler", "particles"})
 # kwargs that LangChain itself may route to _generate/_stream, and that we set through bind()
 _INTERNAL_KWARGS = frozenset({"response_format", "tools", "tool_choice", "model", "stream",
                               "ls_structured_output_format"})
@@ -293,6 +293,8 @@ class _Plan:
         self.top_k = 0
         self.seed: Optional[int] = None
         self.timeout: Optional[float] = None
+        self.sampler: Optional[str] = None
+        self.particles = 8
         # outcome
         self.token_ids: list[int] = []
         self.finish_reason = "stop"
@@ -331,6 +333,11 @@ class ChatStructgen(BaseChatModel):
     """Whether invoke() streams internally (callbacks see every token)."""
     schema_in_prompt: bool = True
     """Describe the schema / tools in the prompt (appended to the last user message)."""
+    sampler: Optional[Literal["masked", "asap", "awrs", "smc"]] = None
+    """Structured answers drawn by a distribution-correcting sampler (``structgen.sample``) at
+    ``temperature`` (1.0 when 0) instead of the decoding loop; free text is unaffected."""
+    particles: int = Field(default=8, ge=1)
+    """SMC particles (``sampler="smc"``)."""
 
     model_config = ConfigDict(arbitrary_types_allowed=True, extra="forbid", protected_namespaces=())
 
@@ -415,6 +422,10 @@ class ChatStructgen(BaseChatModel):
         p.top_k = int(kwargs.get("top_k", self.top_k))
         p.seed = kwargs.get("seed", self.seed)
         p.timeout = kwargs.get("timeout", self.timeout)
+        p.sampler = kwargs.get("sampler", self.sampler)
+        p.particles = int(kwargs.get("particles", self.particles))
+        if p.sampler is not None and p.sampler not in ("masked", "asap", "awrs", "smc"):
+            raise ValueError(f"unsupported sampler {p.sampler!r}: masked, asap, awrs or smc")
         p.stops = list(stop if stop is not None else (self.stop or []))
 
         model = self.get_model()
@@ -486,6 +497,9 @@ class ChatStructgen(BaseChatModel):
         from ..runtime import BudgetGuard, Decoding
         from ..runtime.sampling import MaskedSampler
 
+        if p.sampler is not None and p.grammar is not None and p.mode in ("json", "tools"):
+            yield from self._sampled_tokens(model, p)
+            return
         matcher = Matcher(p.grammar) if p.grammar is not None else None
         sampler = MaskedSampler(temperature=p.temperature, top_p=p.top_p, top_k=p.top_k, seed=p.seed)
         deadline = time.monotonic() + p.timeout if p.timeout else None
@@ -499,6 +513,19 @@ class ChatStructgen(BaseChatModel):
             p.token_ids.append(t)
             yield t
         p.finish_reason = "length" if decoding.finish_reason == "length" else "stop"
+
+    def _sampled_tokens(self, model: Any, p: _Plan) -> Iterator[int]:
+        """A structured answer drawn by ``p.sampler`` (``structgen.runtime.sampling``)."""
+        from ..runtime.sampling.draw import generate_with_sampler
+
+        temperature = p.temperature if p.temperature > 0 else None
+        result = generate_with_sampler(model, p.grammar, p.prompt_ids, max_tokens=p.max_tokens, temperature=temperature,
+                              top_p=p.top_p, top_k=p.top_k, seed=p.seed, sampler=p.sampler, particles=p.particles)
+        p.is_tool_call = p.mode == "tools"
+        for t in result.token_ids:
+            p.token_ids.append(t)
+            yield t
+        p.finish_reason = "stop"
 
     def _pieces(self, model: Any, p: _Plan) -> Iterator[str]:
         """Yield text deltas (UTF-8 decoded incrementally; free text cut at a stop sequence)."""

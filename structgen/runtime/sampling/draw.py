@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import time
+
 import numpy as np
 
 from .asap import ASAp
@@ -23,7 +25,7 @@ from .lm import ModelLM
 from .sequence import DeadEnd, sample_masked
 from .smc import run_smc
 
-__all__ = ["Sample", "sample", "METHODS", "draw_one"]
+__all__ = ["Sample", "sample", "METHODS", "draw_one", "draw_samples", "generate_with_sampler"]
 
 METHODS = ("masked", "asap", "awrs", "smc")
 
@@ -75,12 +77,12 @@ def sample(model: Any, prompt: str, *, schema: Any = None, regex: str | None = N
     ``particles`` samples.  The same ``seed`` gives the same samples.  Every returned output
     satisfies the constraint; an output the budget cannot finish is never returned (a sample
     that meets a dead end is drawn again, at most ``10 n`` times)."""
-    from ...api import _resolve_model, schema_prompt
+    from ...api import resolve_model, schema_prompt
 
     _check_method(method, estimator)
     if n < 1:
         raise ValueError(f"n must be >= 1, got {n}")
-    model = _resolve_model(model)
+    model = resolve_model(model)
     compiled, kind = _constraint(model, schema, regex, grammar, start, whitespace)
     text = schema_prompt(schema, prompt) if kind == "json" and schema is not None else prompt
     prompt_text = model.chat_prompt(text, system=system) if chat else text
@@ -144,3 +146,36 @@ def draw_one(samples: list[Sample], seed: int | None) -> Sample:
         raise GenerationError("every particle died: no output satisfies the constraint within max_tokens")
     w = np.exp(lw - lw.max())
     return samples[int(np.random.default_rng(seed).choice(len(samples), p=w / w.sum()))]
+
+
+def generate_with_sampler(model: Any, grammar: Any, ids: list[int], *, max_tokens: int, temperature: float | None,
+                          top_p: float, top_k: int, seed: int | None, sampler: str, particles: int):
+    """One output for ``generate_*(sampler=...)`` and the LangChain model: a draw from the
+    sampler's approximation of the target, as a ``GenerationResult`` (``log_weight`` and, in
+    ``extra``, forward passes, constraint checks and the run's log P(L) estimate)."""
+    from ...errors import GenerationError
+    from ..loop import GenerationResult
+
+    if top_p != 1.0 or top_k:
+        raise ValueError(f"sampler={sampler!r} targets the model's own distribution: top_p/top_k would truncate it")
+    if temperature is not None and temperature <= 0:
+        raise ValueError(f"sampler={sampler!r} samples: temperature must be > 0 (or None for 1.0)")
+    t0 = time.perf_counter()
+    lm = ModelLM(model, ids, temperature=temperature or 1.0)
+    try:
+        samples = draw_samples(lm, grammar, model.info, n=1, method=sampler, particles=particles,
+                               max_tokens=max_tokens, seed=seed)
+    except DeadEnd as e:
+        raise GenerationError(f"sampler={sampler!r} found no output within max_tokens={max_tokens}: {e}") from None
+    if not samples:
+        raise GenerationError(f"sampler={sampler!r}: every particle died within max_tokens={max_tokens}")
+    s = draw_one(samples, seed)
+    seconds = time.perf_counter() - t0
+    raw = model.info.decode_bytes(s.token_ids)
+    return GenerationResult(token_ids=s.token_ids, text=raw.decode("utf-8", errors="replace"),
+                            num_tokens=len(s.token_ids), seconds=seconds,
+                            tokens_per_second=len(s.token_ids) / seconds if seconds > 0 else 0.0,
+                            finish_reason="eos", text_bytes=raw, prompt_tokens=len(ids), steps=len(s.token_ids) + 1,
+                            log_weight=s.log_weight,
+                            extra={"sampler": sampler, "forward_passes": lm.forward_passes, "checks": s.checks,
+                                   "log_evidence": s.log_evidence})
