@@ -11,7 +11,7 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from structgen.bench.test_suite import DEFAULT_SUITE, run_test_suite
+from structgen.bench.schema_suite import DEFAULT_SUITE, run_test_suite
 from structgen.compiler import GrammarCompiler
 from structgen.engine.matcher import Matcher
 from structgen.errors import SchemaError, StructgenError, UnsupportedFeature

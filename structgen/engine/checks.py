@@ -103,39 +103,42 @@ def rule_done_states(autos) -> list[bytes]:
 class CheckRun:
     """The checks' side of one :meth:`CompiledGrammar.advance`: the tracker and the output.
 
-    ``out`` is the output before ``data`` (not modified); offsets ``i`` passed to the methods are
-    offsets into ``data``.  After a successful advance, ``tracker`` is the new tracker."""
+    ``out`` is the output before ``data`` (not modified).  ``end`` is the offset of the next byte
+    to track (so the advance loop carries no index).  After a successful advance, ``tracker`` is
+    the new tracker."""
 
-    __slots__ = ("g", "checks", "tracker", "buf", "base", "ignore")
+    __slots__ = ("g", "checks", "tracker", "buf", "end", "ignore")
 
     def __init__(self, g, tracker: tuple, out, data: bytes):
         self.g = g
         self.checks: GrammarChecks = g.checks
         self.tracker = tracker
         self.buf = out + data
-        self.base = len(out)
+        self.end = len(out)
         self.ignore = g.parser.ignore_set
 
-    def before_scan(self, cid: int, terms: tuple, i: int) -> int:
+    def before_scan(self, cid: int, terms: tuple) -> int:
         """The configuration without the stacks whose scan of ``terms`` (the lexeme ending before
-        byte ``i``) completes a value failing a check; -1 when none is left."""
-        return pruned(self.g, cid, terms, self.tracker, self.buf, self.base + i) if self.checks.value else cid
+        the byte being fed) completes a value failing a check; -1 when none is left."""
+        return pruned(self.g, cid, terms, self.tracker, self.buf, self.end) if self.checks.value else cid
 
-    def after_scan(self, cid2: int, terms: tuple, i: int) -> int:
-        """Distinct-items checks for the configuration just scanned (an item ending before byte
-        ``i``): stacks returning from a duplicate item dropped, a new item recorded."""
+    def after_scan(self, cid2: int, terms: tuple) -> int:
+        """Distinct-items checks for the configuration just scanned (an item ending before the
+        byte being fed): stacks returning from a duplicate item dropped, a new item recorded."""
         if not self.checks.item_frames or self.ignore.issuperset(terms):
             return cid2
-        failing, self.tracker = _duplicates(self.g, cid2, self.tracker, self.buf, self.base + i, True)
+        failing, self.tracker = _duplicates(self.g, cid2, self.tracker, self.buf, self.end, True)
         return self.g.parser.without_stacks(cid2, failing) if failing else cid2
 
-    def byte(self, b: int, i: int) -> None:
-        self.tracker = track(self.tracker, b, self.base + i, self.buf)
+    def byte(self, b: int) -> None:
+        """Track the byte being fed."""
+        self.tracker = track(self.tracker, b, self.end, self.buf)
+        self.end += 1
 
-    def lexeme_complete(self, cid: int, terms: tuple, i: int) -> bool:
-        """The pending lexeme (``terms``) cannot grow past byte ``i``: False when every reading of
-        its end completes a value that fails a check."""
-        return ended(self.g, cid, terms, self.tracker, self.buf, self.base + i + 1) >= 0
+    def lexeme_complete(self, cid: int, terms: tuple) -> bool:
+        """The pending lexeme (``terms``) cannot grow past the byte just tracked: False when every
+        reading of its end completes a value that fails a check."""
+        return ended(self.g, cid, terms, self.tracker, self.buf, self.end) >= 0
 
 
 def _current_item(frames: tuple, buf, end: int, check: DistinctItems):

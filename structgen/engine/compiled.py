@@ -102,24 +102,26 @@ class CompiledGrammar:
         returned when a byte completes a value that fails on every stack."""
         parser = self.parser
         tl, nc, cm = lx.core.flat_trans, lx.n_classes, lx.core.classmap_list
-        for i, b in enumerate(data):
+        for b in data:
             ns = tl[ls * nc + cm[b]]
             if ns >= 0:
                 ls = ns
+                if run is None:
+                    continue
             else:
                 a = int(lx.boundary[ls])
                 if a < 0:
                     return None
                 terms = lx.acc_set(a)
                 if run is not None:
-                    cid = run.before_scan(cid, terms, i)
+                    cid = run.before_scan(cid, terms)
                     if cid < 0:
                         return None
                 cid = parser.scan(cid, terms)
                 if cid < 0:
                     return None
                 if run is not None:
-                    cid = run.after_scan(cid, terms, i)
+                    cid = run.after_scan(cid, terms)
                     if cid < 0:
                         return None
                 lx = self.lexer_for(cid)
@@ -127,11 +129,12 @@ class CompiledGrammar:
                 ls = tl[cm[b]]
                 if ls < 0:
                     return None
-            if run is not None:
-                run.byte(b, i)
-                a = int(lx.acc_id[ls])
-                if a >= 0 and lx.core.is_dead_end(ls) and not run.lexeme_complete(cid, lx.acc_set(a), i):
-                    return None  # the lexeme cannot grow, and every reading completes a failing value
+                if run is None:
+                    continue
+            run.byte(b)
+            a = int(lx.acc_id[ls])
+            if a >= 0 and lx.core.is_dead_end(ls) and not run.lexeme_complete(cid, lx.acc_set(a)):
+                return None  # the lexeme cannot grow, and every reading completes a failing value
         if lx.widened:
             a = int(lx.acc_id[ls])
             if a >= 0 and self.excluded(cid, lx).issuperset(lx.acc_set(a)) and lx.core.is_dead_end(ls):
