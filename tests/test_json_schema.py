@@ -500,9 +500,9 @@ def test_combinatorial_anyof_nesting_compiles_loosely_in_bounded_time(comp, monk
     """allOf of anyOfs distributes into every combination of branches (4**8 here): past the
     budget the schema is compiled again without distributing them -- each anyOf over-approximated
     and checked when its value completes -- instead of running for minutes or being refused."""
-    import structgen.grammar.json_schema as js
+    from structgen.grammar.json_schema import limits
 
-    monkeypatch.setattr(js, "MAX_BRANCH_CONJUNCTIONS", 500)
+    monkeypatch.setattr(limits, "MAX_BRANCH_CONJUNCTIONS", 500)
     types = ["string", "integer", "boolean", "null"]
     schema = {"type": "object",
               "allOf": [{"anyOf": [{"properties": {f"p{level}": {"type": t}}} for t in types]} for level in range(8)]}

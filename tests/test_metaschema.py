@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from structgen.errors import SchemaError
-from structgen.grammar.json_schema import _validator_for, check_schema
+from structgen.grammar.json_schema import check_schema, validator_for as _validator_for
 from structgen.grammar.metaschema import fast_metaschema_ok
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"

@@ -6,7 +6,7 @@ import pytest
 from structgen.compiler import GrammarCompiler
 from structgen.engine.matcher import Matcher
 from structgen.engine.json_tracker import EMPTY_TRACKER, track
-from structgen.grammar.json_checks import canonical
+from structgen.grammar.json_schema.checks import canonical
 
 
 @pytest.fixture(scope="module")

@@ -17,8 +17,9 @@ import json
 from decimal import Decimal
 from typing import Hashable
 
-from .ir import CheckContext, DistinctItems, ValueCheck
-from .presence import eval_presence
+from ..ir import CheckContext, DistinctItems, ValueCheck
+from ..presence import eval_presence
+
 
 __all__ = ["SchemaCheck", "KeySetCheck", "UniqueJsonItems", "canonical"]
 

@@ -1,0 +1,329 @@
+"""The schema compiler: one object that carries the compile's state (terminals, rules, memo,
+recursion) and walks a schema value by value, dispatching each conjunction to the concern
+modules (mixins), then ``schema_to_ir``, the entry point.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from ...errors import SchemaError, UnsupportedFeature
+from ..formats import FORMAT_REGEXES, UNSUPPORTED_FORMATS
+from ..fsa import DFA, literal_dfa, literal_set_dfa
+from ..ir import Alt, Expr, GrammarIR, Sym, alt
+from ..presence import eval_presence
+from .arrays import ArraysMixin
+from .checks import SchemaCheck
+from .finite import FiniteValuesMixin
+from .input import LATER_KEYWORDS, SchemaOptions, check_schema, declared_draft, make_validator
+from .json_values import simple_valid, trivial
+from .limits import ANNOTATIONS, DEFAULT_MAX_WHITESPACE, TYPES
+from .logic import BranchBudget, LogicMixin
+from .numeric import NumbersMixin
+from .objects import ObjectsMixin
+from .refs import Resolver, SchemaNode, urljoin
+from .strings import StringsMixin
+
+
+class SchemaCompiler(LogicMixin, FiniteValuesMixin, StringsMixin, NumbersMixin, ArraysMixin, ObjectsMixin):
+    """Compiles one schema to grammar IR (state of one compile; per-concern methods in the mixins)."""
+
+    def __init__(self, root, opts: SchemaOptions, *, loose_branches: bool = False):
+        self.root = root
+        self.opts = opts
+        self.loose_branches = loose_branches  # the second compile of schema_to_ir: no branch distributed
+        self.resolver = Resolver(root)
+        self.ir = GrammarIR(rules={}, terminals={}, start="start", source="json-schema")
+        self._derived: dict[tuple, tuple] = {}  # (id(source), tag) -> (source, derived dict)
+        self._memo: dict[tuple, Expr | None] = {}
+        self._in_progress: dict[tuple, str | None] = {}
+        self._combinator_depth = 0
+        self._check_frames: list[list[str]] = []  # per value() being compiled: keywords left to a check
+        self._branch_work = 0  # anyOf/oneOf branches compiled so far (bounded: MAX_BRANCH_CONJUNCTIONS)
+        self._rules: dict[tuple, str] = {}
+        self._terms: dict[tuple, Sym] = {}
+        self._validator = None
+        # draft-04 and older: an integer is written without a fraction (5.0 is a number, not an
+        # integer); from draft-06 on, any number with a zero fraction is an integer
+        draft = declared_draft(root)
+        self.integer_fraction = draft is None or draft >= 6
+        # drafts 4-7: "$ref" replaces its schema object (siblings are ignored), and keywords
+        # of later drafts mean nothing -- as the declared draft's own validator reads it
+        self.ref_overrides = draft is not None and draft <= 7
+        self.unknown_keywords = LATER_KEYWORDS.get(draft, frozenset())
+        self._not_own = ANNOTATIONS | {"$ref", "allOf"} | self.unknown_keywords  # what flatten keeps out of a node
+        ws = self.opts.max_whitespace if self.opts.max_whitespace is not None else DEFAULT_MAX_WHITESPACE
+        if opts.whitespace not in ("flexible", "compact"):
+            raise SchemaError(f"whitespace must be 'flexible' or 'compact', not {opts.whitespace!r}")
+        w = "" if opts.whitespace == "compact" or ws == 0 else r"[ \t\n\r]{0,%d}" % ws
+        from ..regex import compile_regex
+
+        def punct(name, rx):
+            return self.term(("punct", name), compile_regex(rx), name)
+
+        self.LBRACE = punct("LBRACE", r"\{" + w)
+        self.RBRACE = punct("RBRACE", w + r"\}")
+        self.LBRACK = punct("LBRACK", r"\[" + w)
+        self.RBRACK = punct("RBRACK", w + r"\]")
+        self.COMMA = punct("COMMA", w + "," + w)
+        self.COLON = punct("COLON", w + ":" + w)
+
+    # -- helpers ----------------------------------------------------------------------
+    def term(self, key, dfa: DFA, hint: str = "T") -> Sym:
+        sym = self._terms.get(key)
+        if sym is None:
+            name = f"{hint}_{len(self._terms)}"
+            sym = self.ir.add_terminal(name, dfa)
+            self._terms[key] = sym
+        return sym
+
+    def unsupported(self, node: SchemaNode, keyword: str, why: str = "") -> None:
+        """A keyword the automaton cannot hold exactly: the grammar goes on with an
+        over-approximation and the value being compiled is validated when it completes (a check at
+        the value boundary, ``structgen.engine.checks``); with ``lenient=True`` the whole
+        output is validated at the end instead."""
+        if self.opts.lenient:
+            return
+        if self._check_frames:
+            self._check_frames[-1].append(keyword)
+            return
+        msg = f"keyword {keyword!r} cannot be enforced exactly" + (f": {why}" if why else "") + \
+              " (pass lenient=True to validate after generation instead)"
+        raise UnsupportedFeature(msg, pointer=f"{node.ptr}/{keyword}", keyword=keyword)
+
+    def derived(self, source: dict, tag: str, build) -> dict:
+        """A schema derived from ``source`` (e.g. without its anyOf), built once per
+        (source, tag) so that recursive structures meet the same node again and
+        compile to a rule reference instead of unfolding forever."""
+        key = (id(source), tag)
+        hit = self._derived.get(key)
+        if hit is None or hit[0] is not source:
+            hit = (source, build())
+            self._derived[key] = hit
+        return hit[1]
+
+    def validator(self):
+        if self._validator is None:
+            self._validator = make_validator(self.root)
+        return self._validator
+
+    def valid_under(self, value, nodes: list[SchemaNode]) -> bool:
+        simple = True
+        for n in nodes:
+            if isinstance(n.schema, dict):
+                keys = {k for k in n.schema if k not in ANNOTATIONS}
+                if not keys <= {"type", "enum", "const", "nullable"}:
+                    simple = False
+                    break
+        if simple:  # decidable here, without a jsonschema round trip per candidate
+            return all(simple_valid(value, n.schema) for n in nodes)
+        v = self.validator()
+        for n in nodes:
+            if n.schema is True:
+                continue
+            if n.schema is False:
+                return False
+            sub = v.evolve(schema=n.schema)
+            try:
+                if not sub.is_valid(value):
+                    return False
+            except Exception:  # a ref that jsonschema cannot resolve: be conservative
+                return False
+        return True
+
+    # -- entry --------------------------------------------------------------------------
+    def compile(self) -> GrammarIR:
+        root = SchemaNode(self.root, self.resolver.base, "#")
+        body = self.value([root])
+        if body is None:
+            raise SchemaError("no JSON value satisfies this schema", pointer="#")
+        self.ir.rules["start"] = body
+        return self.ir
+
+    # -- values ----------------------------------------------------------------------------
+    def value(self, nodes: list[SchemaNode]) -> Expr | None:
+        """Grammar for one JSON value satisfying every node (None: no value does)."""
+        seen_keys: set = set()
+        uniq = []
+        for n in nodes:  # a conjunction is a set: repeated members add nothing (and keys must saturate)
+            k = n.key()
+            if k not in seen_keys and not trivial(n.schema):
+                seen_keys.add(k)
+                uniq.append(n)
+        nodes = uniq
+        if len(nodes) == 1 and isinstance(nodes[0].schema, dict) and "$ref" in nodes[0].schema and (
+                self.ref_overrides or all(k in ANNOTATIONS or k == "$ref" for k in nodes[0].schema)):
+            n = nodes[0]
+            if not isinstance(n.schema["$ref"], str):
+                raise SchemaError("$ref must be a string", pointer=n.ptr + "/$ref")
+            return self.ref_rule(*self.resolver.resolve(n.schema["$ref"], self.base_of(n), n.ptr))
+        key = tuple(sorted(seen_keys))
+        if key in self._memo:
+            return self._memo[key]
+        if key in self._in_progress:  # recursion (e.g. "any JSON value" inside itself): name a rule
+            name = self._in_progress[key] or f"rec{len(self._in_progress)}_{len(self.ir.rules)}"
+            self._in_progress[key] = name
+            return Sym(name)
+        self._in_progress[key] = None
+        self._check_frames.append([])
+        try:
+            flat = self.flatten(nodes, frozenset())
+            expr = None if flat is None else self.conjunction(flat)
+        finally:
+            name = self._in_progress.pop(key)
+            checked = self._check_frames.pop()
+        if checked and expr is not None:
+            expr = self.checked_value(expr, nodes)
+        if name is not None:
+            self.ir.rules[name] = expr if expr is not None else Alt(())
+            expr = Sym(name) if expr is not None else None
+        self._memo[key] = expr
+        return expr
+
+    def checked_value(self, expr: Expr, nodes: list[SchemaNode]) -> Sym:
+        """``expr`` over-approximates the value (a keyword could not be compiled exactly): a rule of
+        its own whose completed value is validated against every node's schema with jsonschema."""
+        v = self.validator()
+        sym = self.rule("chk", expr)
+        self.ir.checks.append(SchemaCheck(sym.name, tuple(v.evolve(schema=n.schema) for n in nodes
+                                                          if n.schema is not True)))
+        return sym
+
+    def base_of(self, n: SchemaNode) -> str:
+        s = n.schema
+        if isinstance(s, dict) and isinstance(s.get("$id"), str) and n.ptr != "#":
+            return urljoin(n.base, s["$id"])
+        return n.base
+
+    def ref_rule(self, target, base: str, ptr: str) -> Expr | None:
+        """A $ref target compiles once, as a named rule (so recursion terminates)."""
+        key = (id(target), base)
+        name = self._rules.get(key)
+        if name is not None:
+            return Sym(name)
+        if trivial(target):
+            return self.value([])
+        name = f"ref{len(self._rules)}"
+        self._rules[key] = name
+        expr = self.value([SchemaNode(target, base, ptr)])
+        self.ir.rules[name] = expr if expr is not None else Alt(())
+        if expr is None:
+            return None
+        return Sym(name)
+
+    def any_value(self) -> Expr:
+        return self.conjunction([])
+
+    # -- types ------------------------------------------------------------------------------
+    def typed(self, nodes: list[SchemaNode]) -> Expr | None:
+        types = set(TYPES)
+        excluded_types: set[str] = set()
+        excluded_values: list = []
+        for n in nodes:
+            s = n.schema
+            t = s.get("type")
+            if t is not None:
+                ts = [t] if isinstance(t, str) else t
+                if not isinstance(ts, list) or not all(isinstance(x, str) and x in TYPES for x in ts):
+                    raise SchemaError(f"invalid type {t!r}", pointer=f"{n.ptr}/type")
+                ts = set(ts)
+                if "number" in ts:
+                    ts.add("integer")
+                if s.get("nullable") is True:
+                    ts.add("null")
+                types &= ts
+            if "not" in s:
+                self.apply_not(n, s["not"], excluded_types, excluded_values)
+        types -= excluded_types
+        if "integer" in excluded_types:
+            types.discard("integer")
+        presence = [p for n in nodes for p in n.schema.get("__presence__", [])]
+        if presence and not all(eval_presence(p, None) for p in presence):
+            types &= {"object"}
+        alts: list[Expr] = []
+        # values a "not" excludes: null and booleans drop out of their literal sets here (numbers and
+        # strings subtract them in their own automata); an excluded array or object value cannot be
+        # subtracted from a container grammar, so the value is checked as it completes
+        if any(v is None for v in excluded_values):
+            types.discard("null")
+        bools = [b for b in (True, False) if not any(type(v) is bool and v is b for v in excluded_values)]
+        if any(isinstance(v, (list, dict)) for v in excluded_values) and types & {"array", "object"}:
+            self.unsupported(nodes[0], "not", "an excluded array or object value")
+        if "null" in types:
+            alts.append(self.term(("lit", "null"), literal_dfa(b"null"), "NULL"))
+        if "boolean" in types and bools:
+            words = [b"true" if b else b"false" for b in bools]
+            alts.append(self.term(("lit", "bool", tuple(words)), literal_set_dfa(words), "BOOL"))
+        if "number" in types or "integer" in types:
+            e = self.number(nodes, integer="number" not in types,
+                            non_integer="integer" in excluded_types and "number" in types,
+                            excluded=tuple(excluded_values))
+            if e is not None:
+                alts.append(e)
+        if "string" in types:
+            e = self.string(nodes, excluded_values)
+            if e is not None:
+                alts.append(e)
+        if "array" in types:
+            e = self.array(nodes)
+            if e is not None:
+                alts.append(e)
+        if "object" in types:
+            e = self.object(nodes)
+            if e is not None:
+                alts.append(e)
+        if not alts:
+            return None
+        return alt(*alts)
+
+    def apply_not(self, n: SchemaNode, sub, excluded_types: set, excluded_values: list) -> None:
+        if sub is False:
+            return
+        if sub is True or sub == {}:
+            excluded_types.update(TYPES)
+            return
+        if isinstance(sub, dict):
+            keys = {k for k in sub if k not in ANNOTATIONS}
+            if keys == {"type"}:
+                t = sub["type"]
+                excluded_types.update([t] if isinstance(t, str) else t)
+                if "number" in excluded_types:
+                    excluded_types.add("integer")
+                return
+            if keys == {"enum"} and isinstance(sub["enum"], list):
+                excluded_values.extend(sub["enum"])
+                return
+            if keys == {"const"}:
+                excluded_values.append(sub["const"])
+                return
+            if keys == {"format"} and isinstance(sub["format"], str):
+                if sub["format"] in FORMAT_REGEXES:
+                    excluded_types.update(set(TYPES) - {"string"})  # non-strings satisfy any format
+                    return  # string() subtracts the format's language
+                if sub["format"] not in UNSUPPORTED_FORMATS:
+                    excluded_types.update(TYPES)  # an unknown format is an annotation: every value has it
+                    return
+            if keys == {"pattern"} and isinstance(sub["pattern"], str):
+                excluded_types.update(set(TYPES) - {"string"})  # non-strings satisfy any pattern
+                return  # string() subtracts the pattern's language
+        self.unsupported(n, "not", "only 'not' of a type, enum or const is compiled")
+
+    def rule(self, hint: str, expr: Expr) -> Sym:
+        name = f"{hint}{len(self.ir.rules)}"
+        self.ir.rules[name] = expr
+        return Sym(name)
+
+
+def schema_to_ir(schema, opts: SchemaOptions) -> tuple[GrammarIR, Any]:
+    """Compile a JSON Schema to IR; returns (ir, final-output validator)."""
+    if not isinstance(schema, (dict, bool)):
+        raise SchemaError(f"a schema must be an object or a boolean, not {type(schema).__name__}")
+    check_schema(schema)
+    c = SchemaCompiler(schema, opts)
+    try:
+        ir = c.compile()
+    except BranchBudget:
+        # nested anyOf/oneOf distribute into too many conjunctions: every anyOf/oneOf of the schema is
+        # over-approximated by the value without it and checked as that value completes (or refused)
+        c = SchemaCompiler(schema, opts, loose_branches=True)
+        ir = c.compile()
+    return ir, c.validator()

@@ -1,0 +1,96 @@
+"""Finite value sets: an ``enum`` or ``const`` anywhere in a conjunction makes the value set
+finite, and every candidate is validated against the other keywords, so they combine exactly.
+"""
+from __future__ import annotations
+
+import json
+
+from ...errors import SchemaError
+from ..fsa import literal_set_dfa
+from ..ir import Expr, alt, seq
+from ..json_strings import literal_strings
+from ..presence import eval_presence
+from .json_values import NOT_FINITE, dedupe, json_filter, without_enum
+from .limits import ENUM_STRINGS_AS_ONE_TERMINAL
+from .refs import SchemaNode
+
+
+class FiniteValuesMixin:
+    """The finite part of :class:`~structgen.grammar.json_schema.compiler.SchemaCompiler`."""
+
+    def finite_values(self, nodes: list[SchemaNode]):
+        """An enum or const anywhere in the conjunction makes the value set finite: every
+        other keyword (``not``, ``if``/``then``/``else``, ``uniqueItems``, ``contains``,
+        overlapping ``oneOf``...) is then enforced exactly by validating each candidate
+        with jsonschema, so nothing is refused.  Returns ``NOT_FINITE`` otherwise."""
+        keep = self.finite_candidates(nodes)
+        if keep is NOT_FINITE:
+            return NOT_FINITE
+        if not keep:
+            return None
+        strs = [v for v in keep if isinstance(v, str)]
+        if len(strs) > ENUM_STRINGS_AS_ONE_TERMINAL:
+            # one literal-set terminal: a lexer over thousands of one-string terminals would not fit
+            rest = [self.const_expr(v) for v in keep if not isinstance(v, str)]
+            return alt(self.term(("strs", tuple(strs)), literal_strings(strs), "LIT"), *rest)
+        return alt(*[self.const_expr(v) for v in keep])
+
+    def finite_candidates(self, nodes: list[SchemaNode]):
+        """The values an enum/const conjunction admits (validated against every keyword),
+        or ``NOT_FINITE`` when no enum or const bounds it."""
+        candidates = None
+        for n in nodes:
+            s = n.schema
+            if not isinstance(s, dict):
+                continue
+            if "const" in s:
+                vals = [s["const"]]
+            elif "enum" in s:
+                vals = s["enum"]
+                if not isinstance(vals, list):
+                    raise SchemaError("enum must be an array", pointer=f"{n.ptr}/enum")
+                if not vals:
+                    raise SchemaError("enum is empty: no value is allowed", pointer=f"{n.ptr}/enum")
+            else:
+                continue
+            candidates = list(vals) if candidates is None else json_filter(candidates, vals)
+        if candidates is None:
+            return NOT_FINITE
+        presence = [p for n in nodes if isinstance(n.schema, dict) for p in n.schema.get("__presence__", [])]
+        # every candidate already equals a member of each enum and each const (JSON equality, as
+        # jsonschema's): validating them against those again would cost len(enum) comparisons each
+        rest = [without_enum(n) for n in nodes]
+        keep = [v for v in candidates
+                if self.valid_under(v, rest)
+                and all(eval_presence(p, set(v) if isinstance(v, dict) else None) for p in presence)]
+        return dedupe(keep)
+
+    def const_expr(self, v) -> Expr:
+        if isinstance(v, dict):
+            if not v:
+                return seq(self.LBRACE, self.RBRACE)
+            parts: list[Expr] = [self.LBRACE]
+            for i, (k, x) in enumerate(v.items()):
+                if i:
+                    parts.append(self.COMMA)
+                parts += [self.term(("key", k), literal_strings([k]), "KEY"), self.COLON, self.const_expr(x)]
+            parts.append(self.RBRACE)
+            return seq(*parts)
+        if isinstance(v, list):
+            if not v:
+                return seq(self.LBRACK, self.RBRACK)
+            parts = [self.LBRACK]
+            for i, x in enumerate(v):
+                if i:
+                    parts.append(self.COMMA)
+                parts.append(self.const_expr(x))
+            parts.append(self.RBRACK)
+            return seq(*parts)
+        if isinstance(v, str):
+            return self.term(("str", v), literal_strings([v]), "LIT")
+        forms = {json.dumps(v)}
+        if isinstance(v, float) and v.is_integer():
+            forms.add(str(int(v)))
+        if isinstance(v, int) and not isinstance(v, bool):
+            forms.add(f"{v}.0")
+        return self.term(("num", tuple(sorted(forms))), literal_set_dfa([f.encode() for f in forms]), "LIT")

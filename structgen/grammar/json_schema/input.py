@@ -1,0 +1,133 @@
+"""Schema input: Pydantic classes, JSON text and dicts in; the declared draft; the metaschema
+check; jsonschema validators with format assertion (for final and value checks).
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from ...errors import SchemaError
+from ..formats import FORMAT_REGEXES
+from ..json_strings import string_dfa
+from ..metaschema import fast_metaschema_ok
+
+
+@dataclass(frozen=True)
+class SchemaOptions:
+    whitespace: str = "flexible"
+    strict: bool = False
+    lenient: bool = False
+    max_whitespace: int | None = None
+    property_order: str = "schema"  # or "any": members in any order (for checking JSON written elsewhere)
+
+
+def normalize_schema_input(schema: Any) -> Any:
+    """Accept a dict/bool, JSON text, a Pydantic model class, a dataclass or a TypedDict."""
+    if isinstance(schema, (dict, bool)):
+        return schema
+    if isinstance(schema, (str, bytes)):
+        try:
+            return json.loads(schema)
+        except json.JSONDecodeError as e:
+            raise SchemaError(f"schema is not valid JSON: {e}") from None
+    if isinstance(schema, type) and hasattr(schema, "model_json_schema"):
+        return schema.model_json_schema()
+    try:
+        from pydantic import TypeAdapter
+
+        return TypeAdapter(schema).json_schema()
+    except Exception as e:  # noqa: BLE001 - any failure means "not a schema"
+        raise SchemaError(f"cannot turn {schema!r} into a JSON Schema: {e}") from None
+
+
+def declared_draft(schema) -> int | None:
+    """The draft the root's ``$schema`` declares (4, 6, 7, 2019, 2020) as jsonschema resolves it
+    (:func:`validator_for`, the validator the final check uses too); None when the schema names
+    none: undeclared schemas get 2020-12 semantics with the older drafts' spellings accepted too."""
+    import jsonschema
+
+    if not (isinstance(schema, dict) and "$schema" in schema):
+        return None
+    return {jsonschema.Draft3Validator: 4, jsonschema.Draft4Validator: 4, jsonschema.Draft6Validator: 6,
+            jsonschema.Draft7Validator: 7, jsonschema.Draft201909Validator: 2019}.get(validator_for(schema), 2020)
+
+
+_SINCE_2019 = frozenset({"dependentRequired", "dependentSchemas", "unevaluatedProperties", "unevaluatedItems",
+                         "minContains", "maxContains", "prefixItems"})
+
+
+#: assertion keywords a declared draft does not know (its validator ignores them)
+LATER_KEYWORDS = {
+    4: _SINCE_2019 | {"const", "contains", "propertyNames", "if", "then", "else"},
+    6: _SINCE_2019 | {"if", "then", "else"},
+    7: _SINCE_2019,
+}
+
+
+def validator_for(schema):
+    import jsonschema
+    from jsonschema import validators
+
+    if isinstance(schema, dict) and isinstance(schema.get("$schema", ""), str):
+        return validators.validator_for(schema, default=jsonschema.Draft202012Validator)
+    return jsonschema.Draft202012Validator  # the metaschema check then reports a non-string $schema
+
+
+_META: dict = {}
+
+
+def check_schema(schema) -> None:
+    """Metaschema check, reported with the JSON pointer of the offending keyword."""
+    import jsonschema
+
+    cls = validator_for(schema)
+    uri = cls.META_SCHEMA.get("$id") or cls.META_SCHEMA.get("id") or ""
+    if fast_metaschema_ok(schema, uri):  # a keyword-table walk; jsonschema decides everything else
+        return
+    meta = _META.get(cls)
+    if meta is None:
+        meta = _META[cls] = cls(cls.META_SCHEMA)
+    if meta.is_valid(schema):
+        return
+    try:
+        cls.check_schema(schema)
+    except jsonschema.exceptions.SchemaError as e:
+        # no "$schema": older drafts' spellings (boolean exclusiveMinimum, ...) are accepted too
+        if not (isinstance(schema, dict) and "$schema" in schema):
+            for older in (jsonschema.Draft7Validator, jsonschema.Draft4Validator):
+                try:
+                    older.check_schema(schema)
+                    return
+                except jsonschema.exceptions.SchemaError:
+                    pass
+        ptr = "#/" + "/".join(str(p) for p in e.path) if e.path else "#"
+        raise SchemaError(f"invalid schema: {e.message}", pointer=ptr) from None
+
+
+def make_validator(schema):
+    """A jsonschema validator with format assertion, for final checks and value checks.  Formats
+    the compiler asserts are checked with the compiler's own automata (as the grammar checks them:
+    jsonschema's own checkers for ``uri`` and others need optional packages, and without them it
+    accepts any string)."""
+    cls = validator_for(schema)
+    return cls(schema, format_checker=format_checker())
+
+
+_FORMAT_CHECKER = None
+
+
+def format_checker():
+    global _FORMAT_CHECKER
+    if _FORMAT_CHECKER is None:
+        import jsonschema
+
+        fc = jsonschema.FormatChecker()
+        for fmt in FORMAT_REGEXES:
+            def check(value, fmt=fmt) -> bool:
+                if not isinstance(value, str):
+                    return True  # formats say nothing about other types
+                return string_dfa(formats=(fmt,)).matches(json.dumps(value, ensure_ascii=False).encode())
+            fc.checks(fmt)(check)
+        _FORMAT_CHECKER = fc
+    return _FORMAT_CHECKER

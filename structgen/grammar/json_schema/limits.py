@@ -1,0 +1,77 @@
+"""Limits and keyword tables of the JSON Schema front end: the bounds past which a compile refuses
+(with the JSON pointer) rather than blowing up, and which keywords are annotations.
+"""
+from __future__ import annotations
+
+TYPES = ("null", "boolean", "integer", "number", "string", "array", "object")
+
+
+MAX_GRAPH_STATES = 100_000
+
+
+#: Arrays count items in a graph of one state per count, each edge ", item" costing a second state
+#: of the rule automaton (whose budget is engine.rules.MAX_RULE_NFA_STATES): beyond this, refuse.
+MAX_ARRAY_COUNT = 50_000
+
+
+#: property_order="any": track every key of objects with at most this many properties
+ANY_ORDER_TRACK_ALL = 4
+
+
+#: ... and at most this many keys in all (2**n automaton states)
+ANY_ORDER_MAX_TRACKED = 6
+
+
+MAX_PATTERN_PROPERTIES = 4
+
+
+MAX_COMBINATOR_DEPTH = 64
+
+
+#: anyOf/oneOf branches compiled per schema: nested combinators distribute over each other (each
+#: branch of one is compiled with each branch of the next), which grows exponentially
+#: (past it, the schema is compiled again without distributing them: see schema_to_ir)
+MAX_BRANCH_CONJUNCTIONS = 5_000
+
+
+DEFAULT_MAX_WHITESPACE = 16
+
+
+ANNOTATIONS = frozenset({
+    "title", "description", "default", "examples", "example", "$comment", "$schema", "$id", "id", "$anchor",
+    "$defs", "definitions", "readOnly", "writeOnly", "deprecated", "contentMediaType", "contentEncoding",
+    "contentSchema", "$vocabulary", "$dynamicAnchor", "discriminator", "xml", "externalDocs", "$recursiveAnchor",
+    "markdownDescription", "errorMessage", "deprecationMessage", "enumDescriptions", "markdownEnumDescriptions",
+})
+
+
+#: Keywords no automaton holds once they reach the per-type compilers (after ``allOf``/``$ref``
+#: flattening, presence extraction -- which compiles ``dependentRequired``, array-form
+#: ``dependencies`` and ``required`` inside combinators exactly -- and the ``not``/``if`` rewrite
+#: through negation): the value holding one is validated when it completes (a check at the value
+#: boundary), or, outside any value (``lenient=False`` and no check possible), refused.
+#: ``uniqueItems`` is not here: the array compiler handles it (see ``arrays``).
+CHECKED_AT_VALUE_BOUNDARY = frozenset({
+    "contains", "minContains", "maxContains", "dependencies", "dependentRequired", "dependentSchemas", "if",
+    "unevaluatedProperties", "unevaluatedItems", "$dynamicRef", "$recursiveRef",
+})
+
+
+#: Enums with more strings than this lex them with one literal-set terminal (one per string below).
+ENUM_STRINGS_AS_ONE_TERMINAL = 64
+
+
+#: uniqueItems is compiled for item sets up to this size (one automaton state per subset).
+MAX_UNIQUE_VALUES = 8
+
+
+#: The JSON type a keyword constrains (values of other types satisfy it vacuously).
+KEYWORD_TYPE = {
+    **{k: "object" for k in ("properties", "patternProperties", "additionalProperties", "required", "minProperties",
+                             "maxProperties", "propertyNames", "dependencies", "dependentRequired",
+                             "dependentSchemas", "unevaluatedProperties")},
+    **{k: "array" for k in ("items", "prefixItems", "additionalItems", "minItems", "maxItems", "uniqueItems",
+                            "contains", "minContains", "maxContains", "unevaluatedItems")},
+    **{k: "string" for k in ("minLength", "maxLength", "pattern", "format")},
+    **{k: "number" for k in ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf")},
+}

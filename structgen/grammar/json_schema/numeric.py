@@ -1,0 +1,65 @@
+"""Numbers and integers: bounds, ``multipleOf`` and excluded values as one number terminal
+(``structgen.grammar.numbers`` builds the automata).
+"""
+from __future__ import annotations
+
+from ...errors import SchemaError, UnsupportedFeature
+from ..fsa import difference, intersect
+from ..ir import Expr
+from ..numbers import number_dfa
+from .json_values import number_spellings, tighten
+from .refs import SchemaNode
+
+
+class NumbersMixin:
+    """The numeric part of :class:`~structgen.grammar.json_schema.compiler.SchemaCompiler`."""
+
+    # -- scalars ----------------------------------------------------------------------------
+    def number(self, nodes: list[SchemaNode], integer: bool, non_integer: bool = False,
+               excluded: tuple = ()) -> Expr | None:
+        kw: dict = {}
+        mults = []
+        for n in nodes:
+            s = n.schema
+            for name, arg in (("minimum", "minimum"), ("maximum", "maximum")):
+                if name in s:
+                    v = s[name]
+                    if not isinstance(v, (int, float)) or isinstance(v, bool):
+                        raise SchemaError(f"{name} must be a number", pointer=f"{n.ptr}/{name}")
+                    excl_key = "exclusiveMinimum" if name == "minimum" else "exclusiveMaximum"
+                    if s.get(excl_key) is True:  # draft-04 boolean form
+                        arg = "exclusive_" + arg
+                    tighten(kw, arg, v)
+            for name, arg in (("exclusiveMinimum", "exclusive_minimum"), ("exclusiveMaximum", "exclusive_maximum")):
+                v = s.get(name)
+                if isinstance(v, (int, float)) and not isinstance(v, bool):
+                    tighten(kw, arg, v)
+            if "multipleOf" in s:
+                m = s["multipleOf"]
+                if not isinstance(m, (int, float)) or isinstance(m, bool) or m <= 0:
+                    raise SchemaError("multipleOf must be a positive number", pointer=f"{n.ptr}/multipleOf")
+                mults.append(m)
+        frac = self.integer_fraction
+        try:
+            d = number_dfa(integer=integer, multiple_of=mults[0] if mults else None, allow_integer_fraction=frac, **kw)
+            for m in mults[1:]:
+                d = intersect(d, number_dfa(integer=integer, multiple_of=m, allow_integer_fraction=frac))
+        except UnsupportedFeature as e:
+            if self.opts.lenient:
+                d = number_dfa(integer=integer, allow_integer_fraction=frac, **kw)
+            else:
+                raise UnsupportedFeature(str(e).split(": ", 1)[-1], pointer=nodes[0].ptr, keyword="multipleOf") from None
+        if non_integer:  # "not": {"type": "integer"}: numbers with a non-zero fraction (no exponent forms)
+            from ..regex import compile_regex
+
+            d = intersect(d, compile_regex(r"-?(0|[1-9][0-9]*)\.[0-9]*[1-9][0-9]*"))
+        ex = tuple(v for v in excluded if isinstance(v, (int, float)) and not isinstance(v, bool))
+        if ex:  # "not": {"const"/"enum"}: positional spellings only, so each value's spellings form a regular set
+            from ..regex import compile_regex
+
+            d = intersect(d, compile_regex(r"-?(0|[1-9][0-9]*)(\.[0-9]+)?"))
+            d = difference(d, compile_regex("|".join(number_spellings(v) for v in ex)))
+        if d.is_empty():
+            return None
+        return self.term(("num", integer, non_integer, tuple(sorted(kw.items())), tuple(mults), ex), d,
+                         "INT" if integer else "NUM")

@@ -1,0 +1,316 @@
+"""Objects: properties in schema order or any order, required keys and presence conditions,
+property counts, ``additionalProperties``/``patternProperties``/``propertyNames``, and the
+key-set check of any-order objects too large to track.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from ...errors import GrammarError, SchemaError, UnsupportedFeature
+from ..fsa import DFA, difference, difference_literals, intersect, union
+from ..ir import Expr, Graph, alt, seq
+from ..json_strings import literal_strings, string_dfa, string_forms
+from ..presence import eval_presence, presence_keys
+from .checks import KeySetCheck
+from .json_values import NOT_FINITE, pattern_search, tighten_counts
+from .limits import ANY_ORDER_MAX_TRACKED, ANY_ORDER_TRACK_ALL, MAX_GRAPH_STATES, MAX_PATTERN_PROPERTIES
+from .refs import SchemaNode, escape_pointer
+
+
+def other_key_term(defined: list[str], mask: int, patterns: list, names_nodes: list) -> tuple:
+    """The terminal key of an object's undefined keys in one region of the key space (the patterns
+    of ``mask``); with no pattern and no propertyNames it is "any string but the defined keys"."""
+    return ("addkey", tuple(defined), mask, tuple(p for _, p, _ in patterns), tuple(id(x.schema) for x in names_nodes))
+
+
+class ObjectsMixin:
+    """The objects part of :class:`~structgen.grammar.json_schema.compiler.SchemaCompiler`."""
+
+    # -- objects --------------------------------------------------------------------------------
+    def object(self, nodes: list[SchemaNode]) -> Expr | None:
+        saved, self._combinator_depth = self._combinator_depth, 0
+        try:
+            return self.object_body(nodes)
+        finally:
+            self._combinator_depth = saved
+
+    def object_body(self, nodes: list[SchemaNode]) -> Expr | None:
+        minp, maxp = 0, None
+        order: list[str] = []
+        in_order: set[str] = set()
+        required: set[str] = set()
+        names_nodes: list[SchemaNode] = []
+        for n in nodes:
+            s = n.schema
+            props = s.get("properties") or {}
+            if not isinstance(props, dict):
+                raise SchemaError("properties must be an object", pointer=f"{n.ptr}/properties")
+            for k in props:
+                if k not in in_order:
+                    in_order.add(k)
+                    order.append(k)
+            req = s.get("required") or []
+            if isinstance(req, list):
+                required.update(x for x in req if isinstance(x, str))
+            minp, maxp = tighten_counts(s, n, minp, maxp, "minProperties", "maxProperties")
+            if "propertyNames" in s:
+                names_nodes.append(SchemaNode(s["propertyNames"], n.base, f"{n.ptr}/propertyNames"))
+        for k in sorted(required - in_order):
+            order.append(k)
+        presence = [p for n in nodes for p in n.schema.get("__presence__", [])]
+        tracked: list[str] = sorted({k for p in presence for k in presence_keys(p)})
+        if len(tracked) > 10:
+            raise UnsupportedFeature("presence constraints over more than 10 keys", pointer=nodes[0].ptr,
+                                     keyword="required")
+        for k in tracked:
+            if k not in order:
+                order.append(k)
+        if maxp is not None and (minp > maxp or len(required) > maxp):
+            return None
+
+        def value_nodes_for(key: str) -> list[SchemaNode]:
+            out = []
+            for n in nodes:
+                s = n.schema
+                props = s.get("properties") or {}
+                if key in props:
+                    out.append(SchemaNode(props[key], n.base, f"{n.ptr}/properties/{escape_pointer(key)}"))
+                    matched = True
+                else:
+                    matched = False
+                for pat, ps in (s.get("patternProperties") or {}).items():
+                    if pattern_search(pat, key, n):
+                        out.append(SchemaNode(ps, n.base, f"{n.ptr}/patternProperties/{escape_pointer(pat)}"))
+                        matched = True
+                if not matched:
+                    out.append(self.additional_node(n))
+            return out
+
+        members: list[tuple[str, Expr]] = []
+        for k in order:
+            if names_nodes and not self.valid_under(k, names_nodes):
+                if k in required:
+                    return None
+                continue
+            e = self.value(value_nodes_for(k))
+            if e is None and k in required:
+                return None
+            if e is not None:
+                key_sym = self.term(("key", k), literal_strings([k]), "KEY")
+                members.append((k, seq(key_sym, self.COLON, e)))
+        add_member = self.additional_members(nodes, order, names_nodes)
+        other_key = self._terms.get(other_key_term(order, 0, [], []))
+        if other_key is not None and members:
+            # any string but the defined keys: every key prefix stays alive with it, so the engine's key
+            # lexers may hold all of this object's key literals (structgen.engine.lexer.Lexer)
+            family = self.ir.key_families.setdefault(other_key.name, set())
+            family.update(self._terms[("key", k)].name for k, _ in members)
+        if self.opts.property_order == "any":
+            e = self.any_order_members(members, add_member, required, tracked, presence, minp, maxp)
+            if e is NOT_FINITE:
+                return self.checked_object(members, add_member, required, presence, minp, maxp)
+            return None if e is None else self.rule("obj", seq(self.LBRACE, e, self.RBRACE))
+        n_def = len(members)
+        C = maxp if maxp is not None else max(minp, 1)
+        if (n_def + 1) * (C + 1) > MAX_GRAPH_STATES:
+            raise UnsupportedFeature("too many properties and property counts to enforce exactly",
+                                     pointer=nodes[0].ptr, keyword="maxProperties")
+
+        bit = {k: 1 << j for j, k in enumerate(tracked)}
+        PB = 1 << len(tracked)
+        if (n_def + 1) * (C + 1) * PB > MAX_GRAPH_STATES:
+            raise UnsupportedFeature("too many properties, counts and presence constraints to enforce exactly",
+                                     pointer=nodes[0].ptr, keyword="properties")
+
+        def sid(i: int, c: int, p: int = 0) -> int:
+            return (i * (C + 1) + c) * PB + p
+
+        edges = []
+        for i, (k, e) in enumerate(members):
+            kb = bit.get(k, 0)
+            for c in range(C + 1):
+                for p in range(PB):
+                    if k not in required:
+                        edges.append((sid(i, c, p), None, sid(i + 1, c, p)))
+                    if maxp is not None and c >= maxp:
+                        continue
+                    nc = min(c + 1, C)
+                    edges.append((sid(i, c, p), e if c == 0 else seq(self.COMMA, e), sid(i + 1, nc, p | kb)))
+        if add_member is not None:
+            for c in range(C + 1):
+                if maxp is not None and c >= maxp:
+                    continue
+                nc = min(c + 1, C)
+                for p in range(PB):
+                    edges.append((sid(n_def, c, p), add_member if c == 0 else seq(self.COMMA, add_member),
+                                  sid(n_def, nc, p)))
+        finals = tuple(sid(n_def, c, p) for c in range(C + 1) for p in range(PB) if c >= minp and all(
+            eval_presence(pr, {k for k in tracked if p & bit[k]}) for pr in presence))
+        if not finals:
+            return None
+        body = Graph((n_def + 1) * (C + 1) * PB, tuple(edges), sid(0, 0), finals)
+        return self.rule("obj", seq(self.LBRACE, body, self.RBRACE))
+
+    def any_order_members(self, members: list, add_member, required: set, tracked: list, presence: list,
+                          minp: int, maxp: int | None):
+        """Members in any order: the automaton tracks which keys were seen (all of them when
+        there are few, else the required and presence-tested ones, letting other optional keys
+        repeat -- a repeated key's every value still satisfies its schema, and a JSON parser
+        keeps one).  ``NOT_FINITE`` when that cannot be exact (the caller keeps schema order)."""
+        keys = [k for k, _ in members]
+        watched = keys if len(keys) <= ANY_ORDER_TRACK_ALL else sorted(set(tracked) | (required & set(keys)))
+        if len(watched) > ANY_ORDER_MAX_TRACKED or (minp and len(watched) < len(keys)):
+            return NOT_FINITE
+        if any(k not in keys for k in required):
+            return None  # a required key with no allowed value
+        bit = {k: 1 << j for j, k in enumerate(watched)}
+        S = 1 << len(watched)
+        C = maxp if maxp is not None else max(minp, 1)
+        if S * (C + 1) > MAX_GRAPH_STATES:
+            return NOT_FINITE
+
+        def sid(seen: int, c: int) -> int:
+            return seen * (C + 1) + c
+
+        # one COMMA edge per state into a "after the comma" twin (S * (C + 1) onward), then the
+        # members: the rule automaton stays deterministic on its first symbol, small to build.  The
+        # members that change no tracked bit are one rule of their own, one edge per state: a
+        # 40-property object with 6 tracked keys is 128 states of 7 edges, not of 41
+        free = [e for k, e in members if k not in bit] + ([add_member] if add_member is not None else [])
+        moves = [(bit[k], e) for k, e in members if k in bit]
+        if len(free) > 1 and S > 1:
+            moves.append((0, self.rule("mems", alt(*free))))
+        else:
+            moves += [(0, e) for e in free]
+        twin = S * (C + 1)
+        edges = []
+        for seen in range(S):
+            for c in range(C + 1):
+                if maxp is not None and c >= maxp:
+                    continue
+                nc = min(c + 1, C)
+                src = sid(seen, c)
+                if c > 0:
+                    edges.append((src, self.COMMA, twin + src))
+                    src = twin + src
+                for b, e in moves:
+                    if b and seen & b:
+                        continue
+                    edges.append((src, e, sid(seen | b, nc)))
+        req_bits = sum(bit[k] for k in required if k in bit)
+        finals = tuple(sid(seen, c) for seen in range(S) for c in range(C + 1)
+                       if c >= minp and seen & req_bits == req_bits
+                       and all(eval_presence(pr, {k for k in watched if seen & bit[k]}) for pr in presence))
+        if not finals:
+            return None
+        return Graph(2 * S * (C + 1), tuple(edges), sid(0, 0), finals)
+
+    def checked_object(self, members: list, add_member, required: set, presence: list, minp: int,
+                       maxp: int | None) -> Expr | None:
+        """Members in any order when there are too many keys to track in the automaton: any member
+        may follow any other, and the distinct keys are checked when the object closes (required
+        keys, presence conditions, property counts: ``structgen.engine.checks``), so the
+        token writing the ``}`` of an object that misses one is refused."""
+        if not required <= {k for k, _ in members}:
+            return None  # a required key with no allowed value
+        moves = [e for _, e in members] + ([add_member] if add_member is not None else [])
+        if not moves:
+            return self.rule("obj", seq(self.LBRACE, self.RBRACE)) if minp == 0 and not required else None
+        # states: 0 before the first member, 1 after a member, 2 after a comma
+        edges = [(0, e, 1) for e in moves] + [(1, self.COMMA, 2)] + [(2, e, 1) for e in moves]
+        sym = self.rule("cobj", seq(self.LBRACE, Graph(3, tuple(edges), 0, (0, 1)), self.RBRACE))
+        self.ir.checks.append(KeySetCheck(sym.name, frozenset(required), tuple(presence), minp, maxp))
+        return sym
+
+    def additional_node(self, n: SchemaNode) -> SchemaNode:
+        s = n.schema
+        if "additionalProperties" in s:
+            return SchemaNode(s["additionalProperties"], n.base, f"{n.ptr}/additionalProperties")
+        return SchemaNode(False if self.opts.strict else True, n.base, f"{n.ptr}/additionalProperties")
+
+    def additional_members(self, nodes: list[SchemaNode], defined: list[str], names_nodes: list[SchemaNode]) -> Expr | None:
+        """Members whose key is not defined: one alternative per region of the key space."""
+        patterns: list[tuple[SchemaNode, str, Any]] = []
+        for n in nodes:
+            for pat, ps in (n.schema.get("patternProperties") or {}).items():
+                patterns.append((n, pat, ps))
+        base = string_dfa()
+        if defined:
+            base = difference_literals(base, string_forms(defined))
+        if len(patterns) > MAX_PATTERN_PROPERTIES:
+            self.unsupported(nodes[0], "patternProperties",
+                             f"more than {MAX_PATTERN_PROPERTIES} patternProperties on one object")
+            return self.loose_members(nodes, base, patterns)
+        if names_nodes:
+            try:
+                nd = self.key_dfa(names_nodes)
+            except UnsupportedFeature as e:
+                self.unsupported(nodes[0], "propertyNames", str(e).split(": ", 1)[-1])
+                nd = string_dfa()  # any key here; the check at the object's end enforces the names
+            if nd is None:
+                return None
+            base = intersect(base, nd)
+        try:
+            for n, pat, _ in patterns:
+                self.pattern_dfa(pat, n)
+        except UnsupportedFeature as e:
+            self.unsupported(nodes[0], "patternProperties", str(e).split(": ", 1)[-1])
+            return self.loose_members(nodes, base, patterns)
+        alts = []
+        for mask in range(1 << len(patterns)):
+            d = base
+            vnodes: list[SchemaNode] = []
+            for j, (n, pat, ps) in enumerate(patterns):
+                pd = self.pattern_dfa(pat, n)
+                if mask >> j & 1:
+                    d = intersect(d, pd)
+                    vnodes.append(SchemaNode(ps, n.base, f"{n.ptr}/patternProperties/{escape_pointer(pat)}"))
+                else:
+                    d = difference(d, pd)
+                if d.is_empty():
+                    break
+            if d.is_empty():
+                continue
+            for n in nodes:
+                if not any(pn is n and mask >> j & 1 for j, (pn, _, _) in enumerate(patterns)):
+                    vnodes.append(self.additional_node(n))
+            e = self.value(vnodes)
+            if e is None:
+                continue
+            key = self.term(other_key_term(defined, mask, patterns, names_nodes), d, "KEY")
+            alts.append(seq(key, self.COLON, e))
+        return alt(*alts) if alts else None
+
+    def loose_members(self, nodes: list[SchemaNode], keys: DFA, patterns: list) -> Expr | None:
+        """Undefined members when their patterns cannot be compiled exactly (too many to split the
+        key space by, or regex features beyond a finite automaton): one member per pattern -- its
+        keys (any key where the pattern has no automaton) with its value -- and one for the keys
+        no pattern matches, with the additional schema.  A key matching several patterns gets
+        any one of their values: an over-approximation the caller has left to a check at the
+        value boundary (``unsupported``), which validates the whole object when it closes."""
+        alts = []
+        covered: DFA | None = None  # the keys some pattern matches (None: unknown)
+        exact = True
+        for n, pat, ps in patterns:
+            try:
+                pd = self.pattern_dfa(pat, n)
+            except UnsupportedFeature:
+                pd, exact = None, False
+            kd = keys if pd is None else intersect(keys, pd)
+            if pd is not None and exact:
+                covered = pd if covered is None else union(covered, pd)
+            v = self.value([SchemaNode(ps, n.base, f"{n.ptr}/patternProperties/{escape_pointer(pat)}")])
+            if v is None or kd.is_empty():
+                continue
+            alts.append(seq(self.term(("loosekey", id(n.schema), pat, id(keys)), kd, "KEY"), self.COLON, v))
+        v = self.value([self.additional_node(n) for n in nodes])
+        if v is not None:
+            kd = keys
+            if exact and covered is not None:
+                try:
+                    kd = difference(keys, covered)
+                except GrammarError:
+                    kd = keys
+            if not kd.is_empty():
+                alts.append(seq(self.term(("loosekey", "additional", id(keys)), kd, "KEY"), self.COLON, v))
+        return alt(*alts) if alts else None

@@ -1,0 +1,130 @@
+"""Strings: length bounds (counted chunks past 4,096 characters), ``pattern``, ``format``, the
+exclusions a ``not`` asks for, and the key automata objects use.
+"""
+from __future__ import annotations
+
+from ...errors import GrammarError, SchemaError, UnsupportedFeature
+from ..formats import FORMAT_REGEXES, UNSUPPORTED_FORMATS
+from ..fsa import DFA, difference, difference_literals
+from ..ir import Expr, Graph, alt, seq
+from ..json_strings import CHUNK_CHARS, MAX_DIRECT_LENGTH, chunk_terminals, string_dfa, string_forms, tail_terminal
+from .json_values import tighten_counts
+from .limits import ANNOTATIONS, MAX_GRAPH_STATES
+from .refs import SchemaNode
+
+
+class StringsMixin:
+    """The strings part of :class:`~structgen.grammar.json_schema.compiler.SchemaCompiler`."""
+
+    def string(self, nodes: list[SchemaNode], excluded: list) -> Expr | None:
+        patterns: list[str] = []
+        formats: list[str] = []
+        lo, hi = 0, None
+        for n in nodes:
+            s = n.schema
+            if "pattern" in s:
+                if not isinstance(s["pattern"], str):
+                    raise SchemaError("pattern must be a string", pointer=f"{n.ptr}/pattern")
+                patterns.append(s["pattern"])
+            lo, hi = tighten_counts(s, n, lo, hi, "minLength", "maxLength")
+            f = s.get("format")
+            if isinstance(f, str) and (f in FORMAT_REGEXES or f in UNSUPPORTED_FORMATS):
+                if f in UNSUPPORTED_FORMATS and self.opts.lenient:
+                    continue
+                formats.append(f)
+        not_patterns = [n.schema["not"]["pattern"] for n in nodes
+                        if isinstance(n.schema.get("not"), dict) and isinstance(n.schema["not"].get("pattern"), str)
+                        and {k for k in n.schema["not"] if k not in ANNOTATIONS} == {"pattern"}]
+        not_formats = [n.schema["not"]["format"] for n in nodes
+                       if isinstance(n.schema.get("not"), dict) and n.schema["not"].get("format") in FORMAT_REGEXES
+                       and {k for k in n.schema["not"] if k not in ANNOTATIONS} == {"format"}]
+        if hi is not None and lo > hi:
+            return None
+        if not patterns and not formats and not not_patterns and not not_formats and not [v for v in excluded if isinstance(v, str)] and (
+                lo > MAX_DIRECT_LENGTH or (hi is not None and hi > MAX_DIRECT_LENGTH)):
+            return self.chunked_string(lo, hi)
+        try:
+            d = string_dfa(tuple(patterns), lo, hi, tuple(formats))
+        except Exception as e:
+            if not isinstance(e, (UnsupportedFeature, GrammarError)):
+                raise
+            # a pattern no automaton holds (lookaround, an anchor mid-pattern), a format that needs a
+            # parser, or automata over their limits: any string here, the value checked as it completes
+            keyword = getattr(e, "keyword", None) or ("pattern" if patterns else "format" if formats else "maxLength")
+            self.unsupported(nodes[0], keyword, str(e).split(": ", 1)[-1])
+            d = None
+            for approx in ((patterns, formats), ((), formats), (patterns, ()), ((), ())):
+                try:  # the tightest over-approximation that compiles (dropping bounds, then patterns...)
+                    d = string_dfa(tuple(approx[0]), 0, None, tuple(approx[1]))
+                    break
+                except (UnsupportedFeature, GrammarError):
+                    continue
+        for f in not_formats:
+            d = difference(d, string_dfa(formats=(f,)))
+        for p in not_patterns:
+            try:
+                d = difference(d, string_dfa((p,)))
+            except UnsupportedFeature as e:  # strings matching it stay in: checked as the value completes
+                self.unsupported(nodes[0], "not", str(e).split(": ", 1)[-1])
+        ex = [v for v in excluded if isinstance(v, str)]
+        if ex:
+            d = difference_literals(d, string_forms(ex))
+        if d.is_empty():
+            return None
+        return self.term(("string", tuple(patterns), lo, hi, tuple(formats), tuple(ex), tuple(not_patterns),
+                          tuple(not_formats)), d, "STR")
+
+    def chunked_string(self, lo: int, hi: int | None) -> Expr | None:
+        """A long length-bounded string: the lexer counts chunks of CHUNK_CHARS
+        characters, the parser counts chunks (exact, without a huge DFA)."""
+        K = CHUNK_CHARS
+        first, chunk = chunk_terminals()
+        FIRST = self.term(("chunk-first", K), first, "STRCHUNK")
+        CHUNK = self.term(("chunk", K), chunk, "STRCHUNK")
+        alts: list[Expr] = []
+        if lo <= K - 1:
+            alts.append(self.term(("tail", lo, min(K - 1, hi if hi is not None else K - 1), True),
+                                  tail_terminal(lo, min(K - 1, hi if hi is not None else K - 1), True), "STR"))
+        # after FIRST, m more chunks: total = K * (1 + m) + t with 0 <= t < K
+        m_max = None if hi is None else (hi - K) // K
+        if m_max is None or m_max >= 0:
+            m_loop = max(0, -(-(lo - K) // K)) + 1 if hi is None else None  # from here on, every tail is full
+            n_states = (m_max + 1) if m_max is not None else (m_loop + 1)
+            if n_states > MAX_GRAPH_STATES:
+                raise UnsupportedFeature(f"string length bound {hi or lo} is too large", pointer="#",
+                                         keyword="maxLength")
+            END = n_states
+            edges = []
+            for m in range(n_states):
+                base = K * (1 + m)
+                t_lo = max(0, lo - base)
+                t_hi = K - 1 if hi is None else min(K - 1, hi - base)
+                if t_lo <= t_hi:
+                    tail = self.term(("tail", t_lo, t_hi, False), tail_terminal(t_lo, t_hi, False), "STRTAIL")
+                    edges.append((m, tail, END))
+                if m + 1 < n_states:
+                    edges.append((m, CHUNK, m + 1))
+                elif hi is None:
+                    edges.append((m, CHUNK, m))
+            alts.append(seq(FIRST, Graph(n_states + 1, tuple(edges), 0, (END,))))
+        if not alts:
+            return None
+        return self.rule("longstr", alt(*alts))
+
+    def pattern_dfa(self, pat: str, n: SchemaNode) -> DFA:
+        try:
+            return string_dfa((pat,))
+        except (UnsupportedFeature, GrammarError) as e:
+            raise UnsupportedFeature(str(e).split(": ", 1)[-1] if isinstance(e, UnsupportedFeature) else str(e),
+                                     pointer=f"{n.ptr}/patternProperties", keyword="patternProperties") from None
+
+    def key_dfa(self, names_nodes: list[SchemaNode]) -> DFA | None:
+        """propertyNames as a string DFA (string keywords only)."""
+        e = self.value(names_nodes + [SchemaNode({"type": "string"}, names_nodes[0].base, names_nodes[0].ptr)])
+        if e is None:
+            return None
+        d = self.terminal_union(e)
+        if d is None:
+            raise UnsupportedFeature("propertyNames must be a string schema", pointer=names_nodes[0].ptr,
+                                     keyword="propertyNames")
+        return d
