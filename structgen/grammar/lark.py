@@ -16,6 +16,28 @@ from .ir import Alt, EPSILON, Expr, GrammarIR, Repeat, Sym, alt, seq
 from .regex import compile_regex
 
 
+try:  # lark uses the ``regex`` module when it is installed
+    import regex as _regex_module
+
+    _REGEX_ERRORS: tuple = (re.error, _regex_module.error)
+except ImportError:  # pragma: no cover - regex is optional
+    _REGEX_ERRORS = (re.error,)
+
+_TERMINAL_LINE = re.compile(r"^\s*([A-Z_][A-Z_0-9]*)(?:\.-?\d+)?\s*:(.*)$", re.M)
+_REGEX_LITERAL = re.compile(r"/((?:[^/\\\n]|\\.)*)/([imslux]*)")
+
+
+def _bad_terminal(text: str) -> str:
+    """'terminal NAME' for the first terminal whose regex Python cannot compile (or 'a terminal')."""
+    for m in _TERMINAL_LINE.finditer(text):
+        for rx in _REGEX_LITERAL.finditer(m.group(2)):
+            try:
+                re.compile(rx.group(1))
+            except re.error:
+                return f"terminal {m.group(1)}"
+    return "a terminal"
+
+
 def _flags_int(flags) -> int:
     out = 0
     for f in flags:
@@ -50,6 +72,10 @@ def lark_to_ir(text: str, *, start: str = "start", source: str = "<grammar>") ->
     _lark_lexer.has_interegular = False
     try:
         parser = Lark(text, start=start, parser="earley", lexer="dynamic")
+    except _REGEX_ERRORS as e:  # lark compiles terminal regexes with re / regex: name the terminal
+        raise GrammarError(f"invalid regular expression in {_bad_terminal(text)} of {source}: {e}") from None
+    except OSError as e:  # a %import of a file that cannot be read
+        raise GrammarError(f"cannot read a file imported by {source}: {e}") from None
     except LarkError as e:
         msg = str(e).strip().splitlines()
         pos = None

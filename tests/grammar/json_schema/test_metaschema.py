@@ -14,7 +14,7 @@ from structgen.errors import SchemaError
 from structgen.grammar.json_schema import check_schema, validator_for as _validator_for
 from structgen.grammar.metaschema import fast_metaschema_ok
 
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+DATA = Path(__file__).resolve().parents[4] / "shared" / "data"
 WRONG_VALUES = [-1, 1.5, "x", True, None, [], {}, ["a", "a"], [1], {"a": 1}, 0, "integer", ["string"], 2.0]
 KEYWORDS = ["type", "required", "minLength", "items", "properties", "enum", "exclusiveMaximum", "$defs",
             "additionalProperties", "allOf", "$anchor", "dependentRequired", "dependencies", "multipleOf",

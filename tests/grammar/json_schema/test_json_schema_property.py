@@ -16,7 +16,7 @@ from structgen.compiler import GrammarCompiler
 from structgen.engine.matcher import Matcher
 from structgen.errors import StructgenError
 
-MASKBENCH = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "maskbench-dev.jsonl.gz"
+MASKBENCH = Path(__file__).resolve().parents[4] / "shared" / "data" / "maskbench-dev.jsonl.gz"
 hypothesis_jsonschema = pytest.importorskip("hypothesis_jsonschema")
 
 

@@ -16,7 +16,7 @@ from structgen.compiler import GrammarCompiler
 from structgen.engine.matcher import Matcher
 from structgen.runtime.masks import allocate_token_bitmask
 
-GRAMMARS = Path(__file__).resolve().parents[1] / "grammars"
+GRAMMARS = Path(__file__).resolve().parents[2] / "grammars"
 
 
 @pytest.fixture(scope="module")

@@ -16,7 +16,7 @@ from structgen.compiler import GrammarCompiler
 from structgen.engine.matcher import Matcher
 from structgen.errors import SchemaError, StructgenError, UnsupportedFeature
 
-DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+DATA = Path(__file__).resolve().parents[4] / "shared" / "data"
 
 
 @pytest.fixture(scope="module")

@@ -1,0 +1,68 @@
+"""The parser over rule automata (``structgen.engine.parser``): configurations are sets of stacks,
+so ambiguity is carried, not resolved early; ignored lexemes may come between any two others."""
+from __future__ import annotations
+
+import pytest
+
+from structgen.compiler import GrammarCompiler
+
+GRAMMAR = r"""
+start: pair | triple
+pair: "(" NUM ")"
+triple: "(" NUM NUM ")"
+NUM: /[0-9]/
+%ignore " "
+"""
+
+
+@pytest.fixture(scope="module")
+def g(smol_info):
+    return GrammarCompiler(smol_info).compile_lark(GRAMMAR)
+
+
+def _t(g, name):
+    return (g.term_names.index(name),)
+
+
+def _lit(g, text):
+    """The terminal lark named for a literal (e.g. "(" -> LPAR)."""
+    names = {"(": "LPAR", ")": "RPAR"}
+    return _t(g, names[text])
+
+
+def test_ambiguity_is_kept_until_a_lexeme_decides(g):
+    p = g.parser
+    c = p.scan(p.initial, _lit(g, "("))
+    c = p.scan(c, _t(g, "NUM"))
+    assert c >= 0 and len(p.stacks[c]) == 2  # a pair or a triple: both stacks live
+    assert not p.can_end[c]
+    closed = p.scan(c, _lit(g, ")"))
+    assert closed >= 0 and p.can_end[closed] and set(p.allowed[closed]) <= p.ignore_set  # only blanks may follow
+    more = p.scan(c, _t(g, "NUM"))
+    assert len(p.stacks[more]) == 1 and p.scan(p.scan(more, _lit(g, ")")), _t(g, "NUM")) == -1
+
+
+def test_without_stacks_drops_readings(g):
+    p = g.parser
+    c = p.scan(p.scan(p.initial, _lit(g, "(")), _t(g, "NUM"))
+    one = p.without_stacks(c, {0})
+    assert len(p.stacks[one]) == 1 and p.without_stacks(c, {0, 1}) == -1
+
+
+def test_ignored_lexemes_never_twice_in_a_row(g):
+    p = g.parser
+    ws = tuple(sorted(p.ignore))
+    assert ws
+    c = p.scan(p.initial, ws)
+    assert c >= 0 and p.scan(c, ws) == -1
+    assert p.scan(c, _lit(g, "(")) >= 0
+
+
+def test_costs_count_the_fewest_bytes_left(g):
+    from structgen.engine.matcher import Matcher
+
+    m = Matcher(g)  # the costs are computed on first use (only the budget guard needs them)
+    assert m.min_completion_bytes() == 3  # "(1)"
+    p = g.parser
+    c = p.scan(p.initial, _lit(g, "("))
+    assert p.cost(p.initial) == 3 and p.cost(c) == 2

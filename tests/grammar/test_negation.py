@@ -1,0 +1,42 @@
+"""Schema negation (``structgen.grammar.negation``): for every instance exactly one of a schema and
+its negation accepts it, checked with jsonschema itself."""
+from __future__ import annotations
+
+import jsonschema
+import pytest
+
+from structgen.grammar.negation import is_simple_not, negate
+
+INSTANCES = [None, True, False, 0, 1, -3, 2.5, 10, 100, "", "a", "abc", "hello world", [], [1], [1, "a"], {},
+             {"a": 1}, {"a": "x", "b": 2}, {"b": None}]
+SCHEMAS = [
+    {"type": "integer"},
+    {"type": ["string", "null"]},
+    {"minimum": 2},
+    {"type": "number", "exclusiveMaximum": 10},
+    {"maxLength": 2},
+    {"type": "string", "pattern": "^a"},
+    {"enum": [1, "a", None]},
+    {"const": {"a": 1}},
+    {"required": ["a"]},
+    {"properties": {"a": {"type": "integer"}}},
+    {"anyOf": [{"type": "string"}, {"minimum": 5}]},
+    {"allOf": [{"type": "integer"}, {"maximum": 3}]},
+    {"maxItems": 1},
+]
+
+
+@pytest.mark.parametrize("schema", SCHEMAS, ids=lambda s: str(s)[:40])
+def test_negation_is_the_exact_complement(schema):
+    neg = negate(schema, lambda ref: None)
+    assert neg is not None, schema
+    a, b = jsonschema.Draft202012Validator(schema), jsonschema.Draft202012Validator(neg)
+    for x in INSTANCES:
+        assert a.is_valid(x) != b.is_valid(x), (schema, neg, x)
+
+
+def test_booleans_and_what_cannot_be_negated():
+    assert negate(True, lambda r: None) is False and negate(False, lambda r: None) is True
+    assert negate({"$ref": "#/$defs/x"}, lambda r: None) is None  # a ref that cannot be followed
+    assert negate({"multipleOf": 0.5, "maximum": 3}, lambda r: None) is None  # no negatable conjunction
+    assert is_simple_not({"type": "string"}) and not is_simple_not({"properties": {"a": {}}})

@@ -1,0 +1,41 @@
+"""The ``structgen`` command: argument errors are usage errors; a real (fast) benchmark runs
+end to end through ``main``."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from structgen.cli import build_parser, main
+
+
+def test_help_lists_the_commands(capsys):
+    with pytest.raises(SystemExit) as e:
+        main(["--help"])
+    assert e.value.code == 0
+    out = capsys.readouterr().out
+    assert "generate" in out and "bench" in out
+
+
+def test_bad_arguments_are_usage_errors(capsys):
+    with pytest.raises(SystemExit) as e:
+        main(["generate", "--regex", "a", "--sampler", "nope", "prompt"])
+    assert e.value.code == 2
+    assert "invalid choice" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["bench", "no-such-benchmark"])
+
+
+def test_generate_has_the_sampler_options():
+    args = build_parser().parse_args(["generate", "--regex", "a|b", "--sampler", "smc", "--particles", "3", "hi"])
+    assert args.sampler == "smc" and args.particles == 3 and args.temperature is None
+
+
+def test_bench_samplers_toy_part_runs(tmp_path, capsys):
+    assert main(["bench", "samplers", "--parts", "toy", "--toy-samples", "200", "--particles", "4",
+                 "--output", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "| asap |" in out and "| smc |" in out
+    res = json.loads((tmp_path / "samplers.json").read_text())
+    assert {r["method"] for r in res["toy"]["rows"]} == {"masked", "asap", "awrs", "smc"}
+    assert (tmp_path / "samplers-tv.png").stat().st_size > 1000
