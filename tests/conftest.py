@@ -90,6 +90,17 @@ def tiny_model(smol_hf_tokenizer, smol_info):
     return Model(hf_model=hf_model, hf_tokenizer=smol_hf_tokenizer, info=smol_info, name="tiny-llama")
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _one_torch_thread_per_xdist_worker():
+    """Under pytest-xdist (``make test`` runs two workers on two cores) each worker decodes with one
+    torch thread: two workers x two spinning OpenMP threads made real-model tests 5-20x slower."""
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        import torch
+
+        torch.set_num_threads(1)
+    yield
+
+
 @pytest.fixture(scope="module")
 def one_torch_thread():
     """Tiny forward passes gain nothing from intra-op threads, and under pytest-xdist on two cores

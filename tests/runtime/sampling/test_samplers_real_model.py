@@ -65,8 +65,8 @@ def test_asap_moves_from_masking_to_the_target(problem):
 def test_smc_estimates_the_probability_of_the_language(problem):
     lm, m, exact = problem
     rng = np.random.default_rng(1)
-    z = [math.exp(run_smc(lm, m, rng, particles=8, max_tokens=12).log_evidence) for _ in range(30)]
-    # unbiased but heavy-tailed (P(L) is about 1e-6 here): 30 runs land within a factor e
+    z = [math.exp(run_smc(lm, m, rng, particles=8, max_tokens=12).log_evidence) for _ in range(16)]
+    # unbiased but heavy-tailed (P(L) is about 1e-6 here): 16 runs land within a factor e
     assert abs(math.log(np.mean(z)) - exact.log_pl) < 1.0
 
 
