@@ -294,8 +294,11 @@ def plot_curves(out: dict, path: Path) -> None:
                 xs, ys = zip(*r["exact_curve"])
                 ax.plot(xs, ys, linestyle="--", label="asap (next sample, exact)")
         ax.axhline(part["tv_q_pi"], color="grey", linestyle=":", label="masking's exact bias")
+        ax.axhline(part["floor"], color="black", linestyle="-.", linewidth=0.8,
+                   label=f"noise floor of {part['rows'][0]['curve'][-1][0]} exact draws")
         ax.set_xscale("log")
         ax.set_yscale("log")
+        ax.set_ylim(bottom=1e-4)
         ax.set_xlabel("samples")
         ax.set_ylabel("TV to the exact target")
         ax.set_title("toy harness" if key == "toy" else f"SmolLM2: {part['regex']}")
