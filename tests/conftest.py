@@ -90,6 +90,17 @@ def tiny_model(smol_hf_tokenizer, smol_info):
     return Model(hf_model=hf_model, hf_tokenizer=smol_hf_tokenizer, info=smol_info, name="tiny-llama")
 
 
+@pytest.fixture(scope="session")
+def smol():
+    """The real embedded SmolLM2-135M-Instruct (fp32), loaded once per test process."""
+    from structgen.models import load_model
+
+    try:
+        return load_model()
+    except ModelNotFound as e:
+        pytest.skip(str(e))
+
+
 @pytest.fixture(scope="session", autouse=True)
 def _one_torch_thread_per_xdist_worker():
     """Under pytest-xdist (``make test`` runs two workers on two cores) each worker decodes with one

@@ -14,20 +14,9 @@ import pytest
 from lark import Lark
 
 from structgen import generate_grammar, generate_json, generate_regex
-from structgen.errors import ModelNotFound
 
 ROOT = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.slow
-
-
-@pytest.fixture(scope="module")
-def smol():
-    from structgen.models import load_model
-
-    try:
-        return load_model()
-    except ModelNotFound as e:
-        pytest.skip(str(e))
 
 
 REGEXES = [

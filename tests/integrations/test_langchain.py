@@ -409,7 +409,7 @@ def test_message_content_blocks(llm):
 
 # -- the real embedded model ------------------------------------------------------------------------
 @pytest.mark.slow
-def test_structured_output_needing_value_checks_on_the_real_model(monkeypatch):
+def test_structured_output_needing_value_checks_on_the_real_model(monkeypatch, smol):
     """An array of at least three unique short strings needs a check at the value boundary (the
     token closing a duplicate is refused at commit).  Asked to repeat a word, the real SmolLM2 keeps
     writing it again, and a three-character item that repeats "yes" has no completion left but the
@@ -418,13 +418,8 @@ def test_structured_output_needing_value_checks_on_the_real_model(monkeypatch):
     import jsonschema
 
     from structgen.engine.matcher import Matcher
-    from structgen.errors import ModelNotFound
-    from structgen.models import load_model
 
-    try:
-        model = load_model()
-    except ModelNotFound as e:
-        pytest.skip(str(e))
+    model = smol
     refused = []
     accept = Matcher.accept_token
 

@@ -146,17 +146,12 @@ def test_render_chat_one_place_for_every_prompt(smol_hf_tokenizer):
 
 
 @pytest.mark.slow
-def test_streaming_never_yields_a_token_a_dead_end_takes_back():
+def test_streaming_never_yields_a_token_a_dead_end_takes_back(smol):
     """With checks at commit, decoding may back out of a dead end; the stream holds tokens back
     until no backtrack can reach them, so what was streamed is exactly the final output."""
     from structgen.api import compiler_for, schema_prompt
-    from structgen.errors import ModelNotFound
-    from structgen.models import load_model
 
-    try:
-        model = load_model()
-    except ModelNotFound as e:
-        pytest.skip(str(e))
+    model = smol
     schema = {"type": "object", "required": ["words"], "additionalProperties": False,
               "properties": {"words": {"type": "array", "items": {"type": "string", "maxLength": 3},
                                        "minItems": 3, "maxItems": 5, "uniqueItems": True}}}

@@ -10,7 +10,6 @@ import pytest
 
 import structgen
 from structgen.engine.matcher import Matcher
-from structgen.errors import ModelNotFound
 from structgen.runtime.sampling.asap import ASAp
 from structgen.runtime.sampling.exact import enumerate_target, total_variation
 from structgen.runtime.sampling.lm import ModelLM
@@ -19,16 +18,6 @@ from structgen.runtime.sampling.smc import run_smc
 pytestmark = pytest.mark.slow
 REGEX = r"(red|blue) (cat|owl)"
 PROMPT = "Name a colour and an animal, like 'brown bear'. Answer with the two words only."
-
-
-@pytest.fixture(scope="module")
-def smol():
-    from structgen.models import load_model
-
-    try:
-        return load_model()
-    except ModelNotFound as e:
-        pytest.skip(str(e))
 
 
 @pytest.fixture(scope="module")
