@@ -107,11 +107,11 @@ class ASAp:
         try:
             for depth, t in enumerate(list(tokens) + [self.lm.eos_ids[0]]):
                 if node is not None and node.ids is not None:
-                    ids, lp, unexpanded, kids = node.ids, node.lp, node.unexpanded, node.children
+                    ids, lp, kids = node.ids, node.lp, node.children
                 else:  # never visited: every child's bound is still 1 (masked sampling from here)
                     ids = allowed_ids(m, eos_only=limit_to_eos(depth, self.max_tokens))
                     lp = self.lm.logprobs(list(tokens[:depth])) if len(ids) else np.zeros(0)
-                    unexpanded, kids = np.ones(len(ids), dtype=bool), {}
+                    kids = {}
                 if t in self.eos:
                     t = next((e for e in ids.tolist() if e in self.eos), t)
                 if t not in set(ids.tolist()):

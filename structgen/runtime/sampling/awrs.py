@@ -137,7 +137,7 @@ def _geometric(p: np.ndarray, live: np.ndarray, viable, rng: np.random.Generator
 
 
 def sample_awrs(lm, matcher, rng: np.random.Generator, *, max_tokens: int,
-                estimator: str = "two-pass") -> SequenceSample:
+                estimator: str = "two-pass", budget_aware: bool = False) -> SequenceSample:
     """One sequence with AWRS tokens (a single particle): ``log_weight`` is the log of its
     importance weight (the product of the step weights), so weighted samples estimate the model's
     distribution restricted to the language and ``mean(w)`` estimates P(L)."""
@@ -148,8 +148,9 @@ def sample_awrs(lm, matcher, rng: np.random.Generator, *, max_tokens: int,
     try:
         while True:
             last = limit_to_eos(len(out), max_tokens)
-            t, lw, c = awrs_step(lm.logprobs(out), lambda tok: is_viable(matcher, tok, eos_only=last), rng,
-                                 estimator=estimator)
+            left = max_tokens - len(out) if budget_aware else None
+            t, lw, c = awrs_step(lm.logprobs(out), lambda tok: is_viable(matcher, tok, eos_only=last, remaining=left),
+                                 rng, estimator=estimator)
             checks += c
             log_w += lw
             if t is None:

@@ -25,14 +25,24 @@ def allowed_ids(matcher, *, eos_only: bool = False) -> np.ndarray:
     return ids
 
 
-def is_viable(matcher, token: int, *, eos_only: bool = False) -> bool:
-    """True when ``token`` may follow (the matcher's state is left as it was)."""
+def is_viable(matcher, token: int, *, eos_only: bool = False, remaining: int | None = None) -> bool:
+    """True when ``token`` may follow (the matcher's state is left as it was).
+
+    With ``remaining`` (tokens left, this one included) the token must also leave room to finish:
+    the shortest completion after it, counted one token per byte as the budget guard counts it,
+    plus EOS, fits in ``remaining - 1``.  The target becomes the outputs that stay finishable
+    within the budget at every step, so particles steer towards ending instead of dying at it."""
     if token in matcher.grammar.eos_ids:
         return matcher.is_accepting()
     if eos_only or not matcher.accept_token(token):
         return False
-    matcher.rollback(1)
-    return True
+    try:
+        if remaining is None:
+            return True
+        need = matcher.min_completion_bytes()
+        return need + (0 if matcher.is_terminated() else 1) <= remaining - 1
+    finally:
+        matcher.rollback(1)
 
 
 def limit_to_eos(step: int, max_tokens: int) -> bool:

@@ -92,8 +92,12 @@ def sample(model: Any, prompt: str, *, schema: Any = None, regex: str | None = N
 
 
 def draw_samples(lm, compiled, info, *, n: int, method: str, particles: int = 8, max_tokens: int = 256,
-                 seed: int | None = None, estimator: str = "two-pass") -> list[Sample]:
-    """:func:`sample` on an already built LM view and compiled constraint (tests, benchmarks)."""
+                 seed: int | None = None, estimator: str = "two-pass", budget_aware: bool = True) -> list[Sample]:
+    """:func:`sample` on an already built LM view and compiled constraint (tests, benchmarks).
+
+    ``budget_aware`` (AWRS and SMC): a token is viable only if the output can still finish within
+    ``max_tokens`` (the budget guard's test), so a particle steers towards ending instead of dying
+    at the budget; the target is then the outputs that stay finishable at every step."""
     from ...engine.matcher import Matcher
 
     _check_method(method, estimator)
@@ -106,7 +110,8 @@ def draw_samples(lm, compiled, info, *, n: int, method: str, particles: int = 8,
 
     if method == "smc":
         for r in range(n):
-            run = run_smc(lm, matcher, rng, particles=particles, max_tokens=max_tokens, estimator=estimator)
+            run = run_smc(lm, matcher, rng, particles=particles, max_tokens=max_tokens, estimator=estimator,
+                          budget_aware=budget_aware)
             for p in run.particles:
                 if not np.isfinite(p.log_weight):
                     continue  # a particle that died is no output (its normalised weight is 0)
@@ -122,7 +127,8 @@ def draw_samples(lm, compiled, info, *, n: int, method: str, particles: int = 8,
             elif method == "asap":
                 s = trie.sample(rng)
             else:
-                s = sample_awrs(lm, matcher, rng, max_tokens=max_tokens, estimator=estimator)
+                s = sample_awrs(lm, matcher, rng, max_tokens=max_tokens, estimator=estimator,
+                                budget_aware=budget_aware)
                 if not np.isfinite(s.log_weight):
                     raise DeadEnd("the AWRS sample died")
         except DeadEnd:

@@ -59,8 +59,10 @@ def resample(log_w: np.ndarray, rng: np.random.Generator, scheme: str = "stratif
 
 
 def run_smc(lm, matcher, rng: np.random.Generator, *, particles: int, max_tokens: int,
-            ess_threshold: float = 0.5, scheme: str = "stratified", estimator: str = "two-pass") -> SMCRun:
-    """One SMC run from the matcher's current state (left unchanged)."""
+            ess_threshold: float = 0.5, scheme: str = "stratified", estimator: str = "two-pass",
+            budget_aware: bool = False) -> SMCRun:
+    """One SMC run from the matcher's current state (left unchanged).  ``budget_aware``: a token
+    is viable only if the output can still finish in the tokens left (see ``is_viable``)."""
     if particles < 1:
         raise ValueError(f"particles must be >= 1, got {particles}")
     eos = frozenset(lm.eos_ids)
@@ -81,8 +83,10 @@ def run_smc(lm, matcher, rng: np.random.Generator, *, particles: int, max_tokens
                 continue
             m = matchers[i]
             last = limit_to_eos(len(tokens[i]), max_tokens)
-            t, lw, c = awrs_step(lps[i], lambda tok, m=m, last=last: is_viable(m, tok, eos_only=last), rng,
-                                 estimator=estimator)
+            left = max_tokens - len(tokens[i]) if budget_aware else None
+            t, lw, c = awrs_step(lps[i], lambda tok, m=m, last=last, left=left: is_viable(m, tok, eos_only=last,
+                                                                                          remaining=left),
+                                 rng, estimator=estimator)
             checks += c
             log_w[i] += lw
             if t is None or t in eos:

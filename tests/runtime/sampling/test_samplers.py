@@ -183,3 +183,29 @@ def test_every_method_is_reproducible_and_stays_in_the_language(method, toy):
     assert [(s.token_ids, s.log_weight) for s in runs[0]] == [(s.token_ids, s.log_weight) for s in runs[1]]
     strings = set(__import__("toy").LANGUAGE)
     assert all(s.text in strings for s in runs[0])
+
+
+def test_budget_aware_particles_steer_towards_ending(tiny_model):
+    """On a random model that rambles, particles that may write anything die at the token budget;
+    budget-aware particles only take tokens after which the output can still finish, and end."""
+    import re
+
+    from structgen.api import compiler_for
+    from structgen.runtime.sampling.lm import ModelLM
+
+    g = compiler_for(tiny_model).compile_regex(r"[a-z]{1,30}\.")
+    lm = ModelLM(tiny_model, tiny_model.encode("Write a word."), temperature=1.0)
+    m = Matcher(g)
+    rng = np.random.default_rng(8)
+    alive = {}
+    for aware in (False, True):
+        runs = [run_smc(lm, m, rng, particles=6, max_tokens=5, budget_aware=aware) for _ in range(4)]
+        parts = [p for r in runs for p in r.particles if np.isfinite(p.log_weight)]
+        alive[aware] = len(parts)
+        for p in parts:
+            assert len(p.token_ids) < 5 and re.fullmatch(r"[a-z]{1,30}\.", _text(tiny_model, p.token_ids))
+    assert alive[True] == 24 and alive[True] > alive[False]
+
+
+def _text(model, ids):
+    return model.info.decode_bytes(ids).decode()
