@@ -192,14 +192,13 @@ def _jsb_part(model, n_schemas: int, seed: int, particles: int, echo, max_tokens
     import jsonschema
 
     from ..api import compiler_for, schema_prompt
-    from ..engine.matcher import Matcher
     from ..runtime.sampling.draw import draw_one, draw_samples
     from ..runtime.sampling.lm import ModelLM
     from .jsonschemabench import load_jsonschemabench, sample_cases
 
     cases = sample_cases(load_jsonschemabench(), per_dataset=1, seed=seed)
-    rows = {meth: {"loglik": [], "valid": 0, "n": 0, "none": 0, "checks": 0, "tokens": 0, "seconds": 0.0}
-            for meth in METHODS}
+    rows = {meth: {"loglik": [], "per_token": [], "valid": 0, "n": 0, "none": 0, "checks": 0, "tokens": 0,
+                   "seconds": 0.0} for meth in METHODS}
     used = 0
     for case in cases:
         if used >= n_schemas:
@@ -234,13 +233,16 @@ def _jsb_part(model, n_schemas: int, seed: int, particles: int, echo, max_tokens
                 r["valid"] += jsonschema.Draft202012Validator(schema).is_valid(json.loads(s.text))
             except Exception:  # noqa: BLE001
                 pass
-            r["loglik"].append(_model_loglik(model, prompt_ids, s.token_ids))
+            ll = _model_loglik(model, prompt_ids, s.token_ids)
+            r["loglik"].append(ll)
+            r["per_token"].append(ll / (len(s.token_ids) + 1))
         echo(f"  schema {used}/{n_schemas} ({case.get('dataset', '?')}) done")
     vocab = model.info.vocab_size
     res = {"schemas": used, "vocab": vocab, "rows": []}
     for meth, r in rows.items():
         res["rows"].append({"method": meth, "n": r["n"], "valid": r["valid"], "no_output": r["none"],
                             "mean_loglik": float(np.mean(r["loglik"])) if r["loglik"] else None,
+                            "mean_loglik_per_token": float(np.mean(r["per_token"])) if r["per_token"] else None,
                             "checks_per_token": r["checks"] / max(1, r["tokens"]) if meth != "asap" else None,
                             "full_mask_checks": vocab, "seconds": r["seconds"]})
     echo(format_jsb(res))
@@ -265,12 +267,13 @@ def format_part(title: str, part: dict) -> str:
 
 def format_jsb(res: dict) -> str:
     lines = [f"### SmolLM2 on {res['schemas']} JSONSchemaBench schemas (T = 1, one output per schema and method)",
-             "", "| method | valid | no output in budget | mean log P(output) | checks/token (full mask: "
-             f"{res['vocab']:,}) | s |", "|---|---:|---:|---:|---:|---:|"]
+             "", "| method | valid | no output in budget | mean log P(output) | per token | checks/token (full "
+             f"mask: {res['vocab']:,}) | s |", "|---|---:|---:|---:|---:|---:|---:|"]
     for r in res["rows"]:
         ll = f"{r['mean_loglik']:.1f}" if r["mean_loglik"] is not None else ""
+        pt = f"{r['mean_loglik_per_token']:.2f}" if r["mean_loglik_per_token"] is not None else ""
         chk = f"{r['checks_per_token']:.1f}" if r["checks_per_token"] is not None else ""
-        lines.append(f"| {r['method']} | {r['valid']}/{r['n']} | {r['no_output']} | {ll} | {chk} | "
+        lines.append(f"| {r['method']} | {r['valid']}/{r['n']} | {r['no_output']} | {ll} | {pt} | {chk} | "
                      f"{r['seconds']:.1f} |")
     return "\n".join(lines) + "\n"
 
