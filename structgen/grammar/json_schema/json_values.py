@@ -70,6 +70,16 @@ def nonneg(v, n: SchemaNode, name: str) -> int:
     return v
 
 
+def check_pattern(pat: str, pointer: str) -> None:
+    """A ``pattern`` (or ``patternProperties`` key) that is no regular expression is a schema error
+    naming it: the final validation (jsonschema, Python's ``re``) could never pass a value under
+    it, so compiling it would only let generation wander to the end of its budget."""
+    try:
+        re.compile(pat)
+    except re.error as e:
+        raise SchemaError(f"invalid regular expression {pat!r}: {e}", pointer=pointer) from None
+
+
 def pattern_search(pat: str, key: str, n: SchemaNode) -> bool:
     try:
         return re.search(pat, key) is not None

@@ -12,7 +12,7 @@ from ..ir import Expr, Graph, alt, seq
 from ..json_strings import literal_strings, string_dfa, string_forms
 from ..presence import eval_presence, presence_keys
 from .checks import KeySetCheck
-from .json_values import NOT_FINITE, pattern_search, tighten_counts
+from .json_values import NOT_FINITE, check_pattern, pattern_search, tighten_counts
 from .limits import ANY_ORDER_MAX_TRACKED, ANY_ORDER_TRACK_ALL, MAX_GRAPH_STATES, MAX_PATTERN_PROPERTIES
 from .refs import SchemaNode, escape_pointer
 
@@ -233,6 +233,7 @@ class ObjectsMixin:
         patterns: list[tuple[SchemaNode, str, Any]] = []
         for n in nodes:
             for pat, ps in (n.schema.get("patternProperties") or {}).items():
+                check_pattern(pat, f"{n.ptr}/patternProperties/{escape_pointer(pat)}")
                 patterns.append((n, pat, ps))
         base = string_dfa()
         if defined:

@@ -8,7 +8,7 @@ from ..formats import FORMAT_REGEXES, UNSUPPORTED_FORMATS
 from ..fsa import DFA, difference, difference_literals
 from ..ir import Expr, Graph, alt, seq
 from ..json_strings import CHUNK_CHARS, MAX_DIRECT_LENGTH, chunk_terminals, string_dfa, string_forms, tail_terminal
-from .json_values import tighten_counts
+from .json_values import check_pattern, tighten_counts
 from .limits import ANNOTATIONS, MAX_GRAPH_STATES
 from .refs import SchemaNode
 
@@ -25,6 +25,7 @@ class StringsMixin:
             if "pattern" in s:
                 if not isinstance(s["pattern"], str):
                     raise SchemaError("pattern must be a string", pointer=f"{n.ptr}/pattern")
+                check_pattern(s["pattern"], f"{n.ptr}/pattern")
                 patterns.append(s["pattern"])
             lo, hi = tighten_counts(s, n, lo, hi, "minLength", "maxLength")
             f = s.get("format")
@@ -35,6 +36,9 @@ class StringsMixin:
         not_patterns = [n.schema["not"]["pattern"] for n in nodes
                         if isinstance(n.schema.get("not"), dict) and isinstance(n.schema["not"].get("pattern"), str)
                         and {k for k in n.schema["not"] if k not in ANNOTATIONS} == {"pattern"}]
+        for n in nodes:
+            if isinstance(n.schema.get("not"), dict) and isinstance(n.schema["not"].get("pattern"), str):
+                check_pattern(n.schema["not"]["pattern"], f"{n.ptr}/not/pattern")
         not_formats = [n.schema["not"]["format"] for n in nodes
                        if isinstance(n.schema.get("not"), dict) and n.schema["not"].get("format") in FORMAT_REGEXES
                        and {k for k in n.schema["not"] if k not in ANNOTATIONS} == {"format"}]

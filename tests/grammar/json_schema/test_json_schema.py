@@ -513,3 +513,17 @@ def test_combinatorial_anyof_nesting_compiles_loosely_in_bounded_time(comp, monk
     validator = jsonschema.Draft202012Validator(schema)
     for v in [{"p0": "x", "p3": 1, "p7": None}, {"p1": [1]}, {"p2": {}}, {}, {"q": []}, {"p5": True, "p6": 1.5}]:
         assert accepts(comp, schema, v, property_order="any") == validator.is_valid(v), v
+
+
+@pytest.mark.parametrize("schema,pointer", [
+    ({"type": "string", "pattern": "[z-a]"}, "#/pattern"),
+    ({"properties": {"a": {"type": "string", "pattern": "("}}}, "#/properties/a/pattern"),
+    ({"type": "object", "patternProperties": {"(": {}}}, "#/patternProperties/("),
+    ({"type": "string", "not": {"pattern": "a{2,1}"}}, "#/not/pattern"),
+])
+def test_a_pattern_that_is_no_regex_is_a_schema_error_naming_it(comp, schema, pointer):
+    """Before, such a schema compiled (the pattern over-approximated and checked as its value
+    completed, a check that could never pass) and generation wandered to the end of its budget."""
+    with pytest.raises(SchemaError, match="invalid regular expression") as e:
+        comp.compile_json_schema(schema)
+    assert e.value.pointer == pointer
