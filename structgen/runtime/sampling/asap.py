@@ -22,15 +22,18 @@ __all__ = ["ASAp"]
 
 
 class _Node:
-    __slots__ = ("lp", "ids", "probs", "unexpanded", "children", "theta")
+    __slots__ = ("ids", "probs", "unexpanded", "children", "theta")
 
     def __init__(self) -> None:
-        self.lp = None  # log p(. | prefix) over the vocabulary, filled on the first visit
         self.ids = None  # allowed token ids (EOS when complete)
         self.probs = None  # p of each allowed id (full-vocabulary softmax, not renormalised)
         self.unexpanded = None  # bool per allowed id: never sampled here yet
         self.children: dict[int, _Node] = {}
         self.theta = 1.0  # upper bound of EFG(prefix): optimistic until visited
+
+    def p(self, token: int) -> float:
+        """p(token | prefix) of an allowed token."""
+        return float(self.probs[np.searchsorted(self.ids, token)])
 
 
 class ASAp:
@@ -47,8 +50,9 @@ class ASAp:
 
     def _visit(self, node: _Node, prefix: list[int]) -> None:
         node.ids = allowed_ids(self.matcher, eos_only=limit_to_eos(len(prefix), self.max_tokens))
-        node.lp = self.lm.logprobs(prefix) if len(node.ids) else np.zeros(0)
-        node.probs = np.exp(node.lp[node.ids]) if len(node.ids) else np.zeros(0)
+        # only the allowed tokens' probabilities are kept (full-vocabulary softmax, not renormalised):
+        # a node costs its allowed set, not the vocabulary
+        node.probs = np.exp(self.lm.logprobs(prefix)[node.ids]) if len(node.ids) else np.zeros(0)
         node.unexpanded = np.ones(len(node.ids), dtype=bool)
         node.theta = float(node.probs.sum())
 
@@ -81,14 +85,14 @@ class ASAp:
             if out:
                 m.rollback(len(out))
             for n in reversed(path):  # tighten the bounds along the sampled path
-                expanded = sum(float(np.exp(n.lp[c])) * ch.theta for c, ch in n.children.items())
+                expanded = sum(n.p(c) * ch.theta for c, ch in n.children.items())
                 n.theta = float(n.probs[n.unexpanded].sum()) + expanded
 
     def _choose(self, node: _Node, rng: np.random.Generator) -> int:
         """t with probability proportional to p(t) * theta(child t): the unexpanded block (theta 1)
         as one weight, then a token inside it by its probability."""
         kids = list(node.children.items())
-        kid_w = np.array([np.exp(node.lp[c]) * ch.theta for c, ch in kids]) if kids else np.zeros(0)
+        kid_w = np.array([node.p(c) * ch.theta for c, ch in kids]) if kids else np.zeros(0)
         block = node.probs * node.unexpanded
         u = float(block.sum())
         total = u + float(kid_w.sum())
@@ -107,16 +111,17 @@ class ASAp:
         try:
             for depth, t in enumerate(list(tokens) + [self.lm.eos_ids[0]]):
                 if node is not None and node.ids is not None:
-                    ids, lp, kids = node.ids, node.lp, node.children
+                    ids, probs, kids = node.ids, node.probs, node.children
                 else:  # never visited: every child's bound is still 1 (masked sampling from here)
                     ids = allowed_ids(m, eos_only=limit_to_eos(depth, self.max_tokens))
-                    lp = self.lm.logprobs(list(tokens[:depth])) if len(ids) else np.zeros(0)
+                    probs = np.exp(self.lm.logprobs(list(tokens[:depth]))[ids]) if len(ids) else np.zeros(0)
                     kids = {}
                 if t in self.eos:
                     t = next((e for e in ids.tolist() if e in self.eos), t)
                 if t not in set(ids.tolist()):
                     return 0.0
-                weights = {int(c): float(np.exp(lp[c])) * (kids[c].theta if c in kids else 1.0) for c in ids.tolist()}
+                weights = {int(c): float(pc) * (kids[c].theta if c in kids else 1.0)
+                           for c, pc in zip(ids.tolist(), probs.tolist())}
                 total = sum(weights.values())
                 if total <= 0:
                     return 0.0

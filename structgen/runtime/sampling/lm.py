@@ -47,12 +47,12 @@ class Particles(Protocol):
 class ModelLM:
     """A structgen ``Model`` after ``prompt_ids``, at ``temperature`` (> 0).
 
-    Log-probabilities are remembered per prefix (``cache_entries`` of them, least recently used
-    dropped), so a prefix seen before costs no forward pass; a new prefix is fed from the longest
-    prefix the KV cache holds.  ``particles(n)`` gives SMC one batched KV cache of ``n`` rows."""
+    Log-probabilities are remembered per prefix (up to ``cache_bytes`` of them, least recently
+    used dropped), so a prefix seen before costs no forward pass; a new prefix is fed from the
+    longest prefix the KV cache holds.  ``particles(n)`` gives SMC one batched KV cache of ``n`` rows."""
 
     def __init__(self, model: Any, prompt_ids: Sequence[int], *, temperature: float = 1.0,
-                 cache_entries: int = 200_000) -> None:
+                 cache_bytes: int = 512 << 20) -> None:
         if temperature <= 0:
             raise ValueError(f"temperature must be > 0 for sampling, got {temperature}")
         self.model = model
@@ -65,7 +65,8 @@ class ModelLM:
         self.forward_passes = 0
         self._kv = KVCacheModel(model.hf_model)
         self._memo: OrderedDict[tuple, np.ndarray] = OrderedDict()
-        self._entries = cache_entries
+        # remembered rows are whole-vocabulary float64 vectors (400 KB at 49k tokens): bound them by bytes
+        self._entries = max(16, cache_bytes // (8 * max(1, self.vocab_size)))
 
     def _normalise(self, logits: torch.Tensor) -> np.ndarray:
         x = logits[..., : self.vocab_size].double() / self.temperature

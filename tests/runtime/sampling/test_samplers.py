@@ -92,7 +92,7 @@ def test_asap_bounds_are_upper_bounds_of_the_exact_efg(toy):
         assert node.theta >= efg(prefix, lp_prefix) - 1e-9
         for t, child in node.children.items():
             if t not in lm.eos_ids:
-                walk(child, prefix + (t,), lp_prefix + float(node.lp[t]))
+                walk(child, prefix + (t,), lp_prefix + math.log(node.p(t)))
 
     walk(asap.root, (), 0.0)
 
