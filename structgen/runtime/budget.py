@@ -35,6 +35,34 @@ class BudgetGuard:
         finally:
             m.rollback(1)
 
+    def tokens_needed(self, max_tokens: int) -> int:
+        """The smallest budget (tokens, EOS included) from which this guard lets decoding start from
+        the matcher's state, looked at only when ``max_tokens`` is below the quick bound: 0 when
+        ``max_tokens`` is enough.  The guard lets a first token ``t`` through when the shortest
+        completion after it, one token per byte, plus EOS, fits in the tokens left; the minimum over
+        the allowed first tokens is the answer."""
+        m = self.matcher
+        if m.is_accepting():
+            return 0 if max_tokens >= 1 else 1
+        need = m.min_completion_bytes()
+        if need + 1 <= max_tokens:  # the shortest completion's first byte as a token of its own fits
+            return 0
+        import numpy as np
+
+        words = np.ascontiguousarray(m.next_token_mask(), dtype=np.uint32)
+        ids = np.flatnonzero(np.unpackbits(words.view(np.uint8), bitorder="little")[: m.grammar.vocab_size])
+        best = float("inf")
+        for t in ids.tolist():
+            if t in m.grammar.eos_ids or not m.accept_token(t):
+                continue
+            try:
+                best = min(best, m.min_completion_bytes() + (1 if m.is_terminated() else 2))
+            finally:
+                m.rollback(1)
+        if best == float("inf"):
+            return 0  # nothing fits at all: decoding reports that itself
+        return 0 if best <= max_tokens else int(best)
+
     def shortest_completion(self) -> float:
         """Fewest bytes that complete the output from the matcher's state (for error messages)."""
         return self.matcher.min_completion_bytes()

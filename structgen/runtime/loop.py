@@ -170,6 +170,14 @@ class Decoding:
         """Decode; yields after each accepted token (which :meth:`__iter__` releases when final)."""
         self._t0 = time.perf_counter()
         self.sampler.reset()
+        if self.guard is not None and self.matcher is not None and not self.optional \
+                and not self.matcher.is_terminated():
+            needed = self.guard.tokens_needed(self.max_tokens)
+            if needed:  # said at once, before the prompt is run, with the number that would fit
+                raise GenerationError(
+                    f"no valid output fits in max_tokens={self.max_tokens}: the shortest needs {needed} tokens "
+                    "as the budget guard counts them (one token per byte after the first, plus EOS); "
+                    f"raise max_tokens to at least {needed}", partial="", reason="budget", num_tokens=0)
         logits = self._kv.forward(self.prompt, logits_to_keep=1)[-1]
         self._t_prefill = time.perf_counter()
         matcher = self.matcher

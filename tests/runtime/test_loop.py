@@ -111,7 +111,10 @@ def test_no_allowed_token_raises(tiny_model, prompt, smol_info):
 def test_budget_guard_is_asked_with_remaining(tiny_model, prompt):
     seen: list[int] = []
 
-    class RecordingGuard:  # the BudgetGuard interface: allows(token, remaining)
+    class RecordingGuard:  # the BudgetGuard interface: tokens_needed(max_tokens), allows(token, remaining)
+        def tokens_needed(self, max_tokens):
+            return 0
+
         def allows(self, token_id, remaining):
             seen.append(remaining)
             return True

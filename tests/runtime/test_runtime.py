@@ -99,11 +99,18 @@ def test_a_deadline_raises_timeout(tiny_model, prompt, grammar):
         list(d)
 
 
-def test_the_budget_guard_names_the_shortest_completion(tiny_model, prompt, grammar):
+def test_an_infeasible_budget_is_refused_at_once_with_the_budget_that_fits(tiny_model, prompt, grammar):
     m = Matcher(grammar)
-    with pytest.raises(GenerationError, match=r"max_tokens=3: the shortest completion") as ei:
+    with pytest.raises(GenerationError, match=r"max_tokens=3: the shortest needs (\d+) tokens") as ei:
         generate_constrained(tiny_model, prompt, m, max_tokens=3, budget_guard=BudgetGuard(m))
-    assert ei.value.reason == "no_token"
+    assert ei.value.reason == "budget"
+    needed = int(__import__("re").search(r"needs (\d+) tokens", str(ei.value)).group(1))
+    m = Matcher(grammar)
+    with pytest.raises(GenerationError, match="budget"):
+        generate_constrained(tiny_model, prompt, m, max_tokens=needed - 1, budget_guard=BudgetGuard(m))
+    m = Matcher(grammar)
+    r = generate_constrained(tiny_model, prompt, m, max_tokens=needed, budget_guard=BudgetGuard(m))
+    assert r.num_tokens < needed  # the named budget is enough, and the guard finishes inside it
 
 
 def test_masked_sampler_is_a_sampler_and_is_reproducible():
