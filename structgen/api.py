@@ -40,9 +40,11 @@ def resolve_model(model):
 
 
 def _run(model, grammar: CompiledGrammar, prompt_text: str, *, max_tokens: int, temperature: float | None,
-         top_p: float, top_k: int, seed: int | None, sampler: str | None = None, particles: int = 8):
-    """Decode one output: the runtime's loop (greedy by default) or, with ``sampler``, one draw
-    from a distribution-correcting sampler (``structgen.runtime.sampling``)."""
+         top_p: float, top_k: int, seed: int | None, sampler: str | None = None, particles: int = 8,
+         speculative: bool = True):
+    """Decode one output: the runtime's loop (greedy by default; ``speculative``: drafts verified in
+    one forward pass, the same output) or, with ``sampler``, one draw from a distribution-correcting
+    sampler (``structgen.runtime.sampling``)."""
     from .runtime.budget import BudgetGuard
     from .runtime.loop import generate_constrained
 
@@ -50,7 +52,8 @@ def _run(model, grammar: CompiledGrammar, prompt_text: str, *, max_tokens: int, 
     if sampler is None or sampler == "greedy":
         matcher = Matcher(grammar)
         return generate_constrained(model, ids, matcher, max_tokens=max_tokens, temperature=temperature or 0.0,
-                                    top_p=top_p, top_k=top_k, seed=seed, budget_guard=BudgetGuard(matcher))
+                                    top_p=top_p, top_k=top_k, seed=seed, budget_guard=BudgetGuard(matcher),
+                                    speculative=speculative)
     from .runtime.sampling.draw import generate_with_sampler
 
     return generate_with_sampler(model, grammar, ids, max_tokens=max_tokens, temperature=temperature, top_p=top_p,
@@ -75,7 +78,7 @@ def generate_json(model, schema: Any, prompt: str | None = None, *, max_tokens: 
                   temperature: float | None = None, top_p: float = 1.0, top_k: int = 0, seed: int | None = None,
                   whitespace: str = "compact", strict: bool = False, lenient: bool = False,
                   system: str | None = None, chat: bool = True, return_result: bool = False,
-                  sampler: str | None = None, particles: int = 8) -> Any:
+                  sampler: str | None = None, particles: int = 8, speculative: bool = True) -> Any:
     """Generate one JSON value that satisfies ``schema`` and return it parsed.
 
     ``schema``: a dict, JSON text, or a Pydantic model class (then an instance
@@ -90,6 +93,11 @@ def generate_json(model, schema: Any, prompt: str | None = None, *, max_tokens: 
     ``particles``) return one output drawn from that sampler's approximation of the model's own
     distribution restricted to the schema, at ``temperature`` 1.0 unless given
     (``structgen.sample`` draws many).
+
+    ``speculative`` (default True): tokens the grammar forces and tokens the prompt suggests are
+    drafted and checked in one forward pass; a draft is kept only where plain decoding would have
+    picked the same token, so the output is the same as with ``speculative=False`` (greedy, or the
+    same seed when sampling), in fewer forward passes.
     """
     from .grammar.json_schema import normalize_schema_input
 
@@ -101,7 +109,7 @@ def generate_json(model, schema: Any, prompt: str | None = None, *, max_tokens: 
     user = schema_prompt(schema_dict, prompt)
     text = model.chat_prompt(user, system=system) if chat else user
     result = _run(model, grammar, text, max_tokens=max_tokens, temperature=temperature, top_p=top_p, top_k=top_k,
-                  seed=seed, sampler=sampler, particles=particles)
+                  seed=seed, sampler=sampler, particles=particles, speculative=speculative)
     try:
         value = json.loads(result.text)
     except json.JSONDecodeError as e:  # pragma: no cover - the grammar makes this impossible
@@ -121,13 +129,14 @@ def generate_json(model, schema: Any, prompt: str | None = None, *, max_tokens: 
 def generate_regex(model, pattern: str, prompt: str, *, max_tokens: int = DEFAULT_MAX_TOKENS,
                    temperature: float | None = None, top_p: float = 1.0, top_k: int = 0, seed: int | None = None,
                    system: str | None = None, chat: bool = True, sampler: str | None = None,
-                   particles: int = 8) -> str:
-    """Generate text that fully matches ``pattern`` (Python regex syntax)."""
+                   particles: int = 8, speculative: bool = True) -> str:
+    """Generate text that fully matches ``pattern`` (Python regex syntax); ``speculative`` as in
+    :func:`generate_json`."""
     model = resolve_model(model)
     grammar = compiler_for(model).compile_regex(pattern)
     text = model.chat_prompt(prompt, system=system) if chat else prompt
     result = _run(model, grammar, text, max_tokens=max_tokens, temperature=temperature, top_p=top_p, top_k=top_k,
-                  seed=seed, sampler=sampler, particles=particles)
+                  seed=seed, sampler=sampler, particles=particles, speculative=speculative)
     if re.fullmatch(pattern, result.text) is None:  # pragma: no cover - guaranteed by construction
         raise GenerationError("output does not match the pattern", partial=result.text)
     return result.text
@@ -136,11 +145,12 @@ def generate_regex(model, pattern: str, prompt: str, *, max_tokens: int = DEFAUL
 def generate_grammar(model, grammar: str | Path, prompt: str, *, start: str = "start",
                      max_tokens: int = DEFAULT_MAX_TOKENS, temperature: float | None = None, top_p: float = 1.0,
                      top_k: int = 0, seed: int | None = None, system: str | None = None, chat: bool = True,
-                     sampler: str | None = None, particles: int = 8) -> str:
-    """Generate text in the language of a Lark grammar (text or a ``.lark`` path)."""
+                     sampler: str | None = None, particles: int = 8, speculative: bool = True) -> str:
+    """Generate text in the language of a Lark grammar (text or a ``.lark`` path); ``speculative`` as
+    in :func:`generate_json`."""
     model = resolve_model(model)
     compiled = compiler_for(model).compile_lark(grammar, start=start)
     text = model.chat_prompt(prompt, system=system) if chat else prompt
     result = _run(model, compiled, text, max_tokens=max_tokens, temperature=temperature, top_p=top_p, top_k=top_k,
-                  seed=seed, sampler=sampler, particles=particles)
+                  seed=seed, sampler=sampler, particles=particles, speculative=speculative)
     return result.text

@@ -136,7 +136,8 @@ def _add_bench_jsonschemabench(bench_sub: argparse._SubParsersAction) -> None:
     p.add_argument("--model", default=None,
                    help="transformers model folder / hub id / .gguf file (default: the embedded SmolLM2-135M-Instruct)")
     p.add_argument("--engines", default=None,
-                   help="comma-separated: " + ", ".join(DEFAULT_ENGINES) + ", structgen-noguard "
+                   help="comma-separated: " + ", ".join(DEFAULT_ENGINES) + ", structgen-noguard, structgen-speculative, "
+                        "structgen-torch-linear "
                         f"(default: all of {','.join(DEFAULT_ENGINES)} that are installed; "
                         f"with --quick: {JSB_QUICK['engines']})")
     p.add_argument("--per-dataset", type=int, default=None,
@@ -278,12 +279,16 @@ def _add_bench_grammar(bench_sub) -> None:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--engines", default="structgen,llguidance")
     p.set_defaults(func=_run_bench_grammar)
-    d = bench_sub.add_parser("decode", help="SmolLM2 tokens/s with and without a constraint",
-                             description="Greedy decoding speed of the embedded SmolLM2, unconstrained vs under "
-                                         "grammars/json.lark vs under a JSON Schema (same prompt).")
-    d.add_argument("--tokens", type=int, default=64)
-    d.add_argument("--repeats", type=int, default=2)
-    d.add_argument("--threads", type=int, default=None)
+    d = bench_sub.add_parser("decode", help="SmolLM2 tokens/s: plain, jump-forward and speculative decoding",
+                             description="Forward-pass cost over k tokens (F.linear vs fast_linear), then greedy "
+                                         "tokens/s of plain decoding, jump-forward (grammar-forced drafts) and full "
+                                         "speculation (forced + prompt lookup), unconstrained and under "
+                                         "grammars/json.lark and a JSON Schema, in one run; outputs are checked "
+                                         "to be identical to plain decoding's.")
+    d.add_argument("--tokens", type=int, default=128)
+    d.add_argument("--repeats", type=int, default=3)
+    d.add_argument("--threads", default="1,2", help="torch thread counts, comma-separated (default 1,2)")
+    d.add_argument("--output", default=None, help="also write the results as JSON here")
     d.set_defaults(func=_run_bench_decode)
 
 
@@ -301,21 +306,17 @@ def _run_bench_grammar(args) -> int:
 
 
 def _run_bench_decode(args) -> int:
-    from .bench.grammar_bench import bench_decode
+    import json as _json
 
-    res = bench_decode(n_tokens=args.tokens, repeats=args.repeats, threads=args.threads)
-    base = res.get("unconstrained")
-    print("| decoding | tokens/s | vs unconstrained | mask ms/token |\n|---|---:|---:|---:|")
-    for k in ("unconstrained", "json.lark", "schema"):
-        if isinstance(res.get(k), float):
-            ratio = f"{100 * res[k] / base:.0f}%" if base else ""
-            mask = res.get(k + "_mask_ms_per_token")
-            print(f"| {k} | {res[k]:.1f} | {ratio} | {mask:.2f} |" if isinstance(mask, float) else
-                  f"| {k} | {res[k]:.1f} | {ratio} | |")
-    for k, v in res.items():
-        if k.endswith("_errors"):
-            print(f"{k}: {v}")
-    return 0
+    from .bench.decode import format_decode_tables, run_decode_bench
+
+    res = run_decode_bench(n_tokens=args.tokens, repeats=args.repeats,
+                           threads=[int(t) for t in str(args.threads).split(",") if t])
+    print(format_decode_tables(res))
+    if args.output:
+        Path(args.output).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.output).write_text(_json.dumps(res, indent=1))
+    return 0 if all(r.get("identical", True) for r in res["decode"]) else 1
 
 
 def _add_bench_test_suite(bench_sub) -> None:
@@ -388,6 +389,9 @@ def _add_generate(sub) -> None:
     p.add_argument("--sampler", choices=["masked", "asap", "awrs", "smc"], default=None,
                    help="draw from a distribution-correcting sampler instead of greedy decoding")
     p.add_argument("--particles", type=int, default=8, help="SMC particles (with --sampler smc)")
+    p.add_argument("--no-speculative", dest="speculative", action="store_false",
+                   help="one token per forward pass (default: grammar-forced and prompt-lookup drafts, "
+                        "verified losslessly)")
     p.set_defaults(func=_run_generate)
 
 
@@ -403,7 +407,7 @@ def _run_generate(args) -> int:
     try:
         model = load_model(args.model)
         kw = dict(max_tokens=args.max_tokens, temperature=args.temperature, seed=args.seed, sampler=args.sampler,
-                  particles=args.particles)
+                  particles=args.particles, speculative=args.speculative)
         if args.schema:
             text = Path(args.schema).read_text() if Path(args.schema).exists() else args.schema
             value = generate_json(model, _json.loads(text), args.prompt, whitespace=args.whitespace, **kw)

@@ -280,6 +280,7 @@ def load_model(
     *,
     dtype: torch.dtype | str = torch.float32,
     cache_dir: str | os.PathLike[str] | None = None,
+    fast_linear: bool = True,
 ) -> Model:
     """Load a causal LM for constrained decoding, in eval mode on the CPU.
 
@@ -289,11 +290,21 @@ def load_model(
     ``dtype``: float32 by default (exact, reproducible greedy decoding; see
     the module docstring for bf16's trade-off).  ``cache_dir``: where
     converted GGUF models go (default ``$STRUCTGEN_CACHE/models``).
+    ``fast_linear``: fp32 linear layers over a few rows as ``W @ x.T`` on the CPU
+    (``structgen.runtime.fast_linear``: 1.4x per decoding step here, and 4 rows cost
+    about one, which speculative decoding needs).
     Raises ``ModelNotFound`` when the default model's wheel is missing or the
     path/id cannot be loaded.
     """
-    dt = _dtype_of(dtype)
-    root = _models_root(cache_dir)
+    model = _load(name_or_path, _dtype_of(dtype), _models_root(cache_dir))
+    if fast_linear:
+        from .runtime import fast_linear as _fast
+
+        _fast.install(model.hf_model)
+    return model
+
+
+def _load(name_or_path: str | None, dt: torch.dtype, root: Path) -> Model:
     if name_or_path is None or name_or_path.lower() in _DEFAULT_ALIASES:
         return _load_gguf_cached(smollm2_gguf_path(), DEFAULT_MODEL_NAME, dt, root)
     p = Path(name_or_path).expanduser()

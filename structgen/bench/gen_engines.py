@@ -55,6 +55,8 @@ __all__ = [
     "MaskEngineMatcher",
     "StructgenGen",
     "StructgenNoGuardGen",
+    "StructgenSpeculativeGen",
+    "StructgenTorchLinearGen",
     "UnconstrainedGen",
     "PeerGen",
     "LLGuidanceGen",
@@ -87,6 +89,8 @@ class GenOutput:
     prefill_s: float | None = None
     mask_s: float | None = None
     error: str | None = None
+    forward_passes: int | None = None  # structgen's loop: forward passes after the prefill
+    forced_tokens: int | None = None  # tokens kept from grammar-forced drafts
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
@@ -119,13 +123,14 @@ def _with_hf_model(model: Any, hf_model: Any) -> Any:
 
 
 def run_common_loop(model: Any, prompt_ids: Sequence[int], matcher: Any | None, *, max_tokens: int,
-                    budget_guard: Any = None) -> GenOutput:
+                    budget_guard: Any = None, speculative: bool = False) -> GenOutput:
     """Greedy decoding through structgen's loop; ``matcher=None`` is unconstrained.
 
     A ``GenerationError`` (``max_tokens`` reached, no token allowed, a token
     rejected) is not raised: it becomes ``finish="length"`` or ``"error"``
     with the partial text.
     """
+    from ..runtime.drafts import Drafter
     from ..runtime.loop import generate_constrained, generate_unconstrained
     from ..errors import GenerationError
 
@@ -133,14 +138,18 @@ def run_common_loop(model: Any, prompt_ids: Sequence[int], matcher: Any | None, 
     m = _with_hf_model(model, proxy)
     t_start = time.perf_counter()
     try:
+        drafter = Drafter(model) if speculative else None  # the real model's tokenizer, not the proxy's view
         if matcher is None:
-            res = generate_unconstrained(m, prompt_ids, max_tokens=max_tokens)
+            res = generate_unconstrained(m, prompt_ids, max_tokens=max_tokens, speculative=drafter or False)
         else:
-            res = generate_constrained(m, prompt_ids, matcher, max_tokens=max_tokens, budget_guard=budget_guard)
+            res = generate_constrained(m, prompt_ids, matcher, max_tokens=max_tokens, budget_guard=budget_guard,
+                                       speculative=drafter or False)
         t_end = time.perf_counter()
+        spec = res.extra.get("speculation", {})
         out = GenOutput(text=res.text, finish=res.finish_reason, n_tokens=int(res.steps), t_start=t_start,
                         t_first=0.0, t_end=t_end, prompt_tokens=len(prompt_ids), prefill_s=res.prefill_seconds,
-                        mask_s=res.mask_seconds if matcher is not None else None)
+                        mask_s=res.mask_seconds if matcher is not None else None,
+                        forward_passes=res.forward_passes - 1, forced_tokens=spec.get("accepted", {}).get("forced", 0))
     except GenerationError as e:
         t_end = time.perf_counter()
         msg = str(e)
@@ -169,6 +178,7 @@ class GenEngine:
     name: str = "engine"
     constrained: bool = True
     baseline: str = "unconstrained"
+    speculative: bool = False  # structgen's loop only: drafts verified in one forward pass
     modules: tuple[str, ...] = ()
     dist: str | None = None
     settings: str = ""
@@ -195,7 +205,8 @@ class GenEngine:
     def generate(self, model: Any, prompt_text: str, prompt_ids: Sequence[int], handle: Any, *,
                  max_tokens: int) -> GenOutput:
         matcher, guard = self.matcher(model, handle)
-        return run_common_loop(model, prompt_ids, matcher, max_tokens=max_tokens, budget_guard=guard)
+        return run_common_loop(model, prompt_ids, matcher, max_tokens=max_tokens, budget_guard=guard,
+                               speculative=self.speculative)
 
 
 class UnconstrainedGen(GenEngine):
@@ -250,6 +261,34 @@ class StructgenNoGuardGen(StructgenGen):
     name = "structgen-noguard"
     settings = 'whitespace="compact", no budget guard (as StructgenLogitsProcessor)'
     guard = False
+
+
+class StructgenSpeculativeGen(StructgenGen):
+    """``generate_json`` as it runs now: the same matcher and guard, grammar-forced and prompt-lookup
+    drafts verified in one forward pass (token-identical to ``structgen``)."""
+
+    name = "structgen-speculative"
+    settings = 'generate_json defaults (speculative=True): compact whitespace, budget guard, drafts verified'
+    speculative = True
+
+
+class StructgenTorchLinearGen(StructgenGen):
+    """The loop as the last stop shipped it: one token per forward pass through torch's ``F.linear``
+    (``fast_linear`` taken off the model for the call)."""
+
+    name = "structgen-torch-linear"
+    settings = 'whitespace="compact", budget guard, one token per forward, F.linear (the previous loop)'
+
+    def generate(self, model, prompt_text, prompt_ids, handle, *, max_tokens):
+        from ..runtime import fast_linear
+
+        was = fast_linear.is_installed(model.hf_model)
+        fast_linear.uninstall(model.hf_model)
+        try:
+            return super().generate(model, prompt_text, prompt_ids, handle, max_tokens=max_tokens)
+        finally:
+            if was:
+                fast_linear.install(model.hf_model)
 
 
 class MaskEngineMatcher:
@@ -463,6 +502,8 @@ GEN_ENGINES: dict[str, type[GenEngine]] = {
     "llamacpp": LlamaCppGen,
     "llamacpp-unconstrained": LlamaCppUnconstrainedGen,
     "structgen-noguard": StructgenNoGuardGen,
+    "structgen-speculative": StructgenSpeculativeGen,
+    "structgen-torch-linear": StructgenTorchLinearGen,
 }
 _ALIASES = {"llg": "llguidance", "xgr": "xgrammar", "outlines": "outlines-core", "outlines_core": "outlines-core",
             "llama.cpp": "llamacpp", "llama-cpp": "llamacpp", "none": "unconstrained"}

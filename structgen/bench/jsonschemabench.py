@@ -73,7 +73,7 @@ __all__ = [
     "plot_coverage",
 ]
 
-DEFAULT_ENGINES = ("structgen", "unconstrained", "llguidance", "xgrammar", "outlines-core",
+DEFAULT_ENGINES = ("structgen", "structgen-speculative", "unconstrained", "llguidance", "xgrammar", "outlines-core",
                    "llamacpp", "llamacpp-unconstrained")
 #: Per (schema, engine) outcomes.  The first four compiled (declared coverage).
 STATUSES = ("valid", "invalid", "gen_error", "timeout", "crash", "compile_error", "compile_timeout", "compile_crash")
@@ -365,6 +365,8 @@ def _generation_record(out: GenOutput, schema: Any, *, extract: bool) -> dict:
         "prefill_s": out.prefill_s,
         "mask_s": out.mask_s,
         "n_tokens": out.n_tokens,
+        "forward_passes": out.forward_passes,
+        "forced_tokens": out.forced_tokens,
         "prompt_tokens": out.prompt_tokens,
         "output": out.text[:OUTPUT_CHARS_KEPT],
     }
@@ -785,8 +787,18 @@ def _group_summary(engine: str, recs: Sequence[dict], base: dict[str, dict] | No
         "overhead": _median(ratios) if ratios else None,
         "n_paired": len(ratios),
         "tokens_p50": _median([r.get("n_tokens") for r in recs if r.get("declared") and r.get("n_tokens")]),
+        # structgen's loop: output tokens per forward pass after the prefill, and the share of output
+        # tokens kept from grammar-forced drafts (summed over the engine's generations)
+        "tokens_per_forward": _ratio(sum(r.get("n_tokens") or 0 for r in recs if r.get("forward_passes")),
+                                     sum(r.get("forward_passes") or 0 for r in recs)),
+        "forced_fraction": _ratio(sum(r.get("forced_tokens") or 0 for r in recs),
+                                  sum(r.get("n_tokens") or 0 for r in recs if r.get("forward_passes"))),
         "prompt_truncated": sum(1 for r in recs if r.get("prompt_truncated")),
     }
+
+
+def _ratio(a: float, b: float) -> float | None:
+    return a / b if b else None
 
 
 def _engine_meta(name: str) -> tuple[bool, str, str]:
@@ -844,13 +856,17 @@ def _x(v: float | None) -> str:
 
 
 _OVERALL_HEAD = ["engine", "schemas", "declared %", "empirical %", "compliance %", "unterminated",
-                 "gen err/timeout/crash", "compile p50 ms", "TTFT p50 s", "TPOT p50 ms", "overhead"]
+                 "gen err/timeout/crash", "compile p50 ms", "TTFT p50 s", "TPOT p50 ms", "tokens/s", "overhead",
+                 "tokens/forward", "forced %"]
 
 
 def _overall_row(s: dict) -> list[str]:
+    tps = 1e3 / s["tpot_p50_ms"] if s.get("tpot_p50_ms") else None
+    forced = s.get("forced_fraction")
     return [s["engine"], str(s["n"]), _pct(s["declared_pct"]), _pct(s["empirical_pct"]), _pct(s["compliance_pct"]),
             str(s["unterminated"]), str(s["failures"]), _f(s["compile_p50_ms"], 1), _f(s["ttft_p50_s"], 2),
-            _f(s["tpot_p50_ms"], 1), _x(s["overhead"]) if s["constrained"] else "(baseline)"]
+            _f(s["tpot_p50_ms"], 1), _f(tps, 1), _x(s["overhead"]) if s["constrained"] else "(baseline)",
+            _f(s.get("tokens_per_forward"), 2), "-" if forced is None else f"{100 * forced:.0f}"]
 
 
 _DATASET_HEAD = ["dataset", "engine", "n", "declared", "empirical", "compliance %", "unterm.",

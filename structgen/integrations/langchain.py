@@ -86,7 +86,8 @@ from .tools import normalize_tool, parse_tool_call, tool_call_schema, tools_inst
 __all__ = ["ChatStructgen", "StructgenOutputParser"]
 
 _DEFAULT_MAX_TOKENS = 512
-_CALL_KWARGS = frozenset({"max_tokens", "temperature", "top_p", "top_k", "seed", "timeout", "sampler", "particles"})
+_CALL_KWARGS = frozenset({"max_tokens", "temperature", "top_p", "top_k", "seed", "timeout", "sampler", "particles",
+                          "speculative"})
 # kwargs that LangChain itself may route to _generate/_stream, and that we set through bind()
 _INTERNAL_KWARGS = frozenset({"response_format", "tools", "tool_choice", "model", "stream",
                               "ls_structured_output_format"})
@@ -295,6 +296,7 @@ class _Plan:
         self.timeout: Optional[float] = None
         self.sampler: Optional[str] = None
         self.particles = 8
+        self.speculative = True
         # outcome
         self.token_ids: list[int] = []
         self.finish_reason = "stop"
@@ -338,6 +340,9 @@ class ChatStructgen(BaseChatModel):
     ``temperature`` (1.0 when 0) instead of the decoding loop; free text is unaffected."""
     particles: int = Field(default=8, ge=1)
     """SMC particles (``sampler="smc"``)."""
+    speculative: bool = True
+    """Draft grammar-forced and prompt-lookup tokens and verify them in one forward pass (the same
+    tokens as without, in fewer forward passes); False decodes one token per forward pass."""
 
     model_config = ConfigDict(arbitrary_types_allowed=True, extra="forbid", protected_namespaces=())
 
@@ -424,6 +429,7 @@ class ChatStructgen(BaseChatModel):
         p.timeout = kwargs.get("timeout", self.timeout)
         p.sampler = kwargs.get("sampler", self.sampler)
         p.particles = int(kwargs.get("particles", self.particles))
+        p.speculative = bool(kwargs.get("speculative", self.speculative))
         if p.sampler is not None and p.sampler not in ("masked", "asap", "awrs", "smc"):
             raise ValueError(f"unsupported sampler {p.sampler!r}: masked, asap, awrs or smc")
         p.stops = list(stop if stop is not None else (self.stop or []))
@@ -495,6 +501,7 @@ class ChatStructgen(BaseChatModel):
         mask, budget guard, sample, accept or draw again), free text and the auto tool mode included."""
         from ..engine.matcher import Matcher
         from ..runtime import BudgetGuard, Decoding
+        from ..runtime.loop import make_drafter
         from ..runtime.sampling import MaskedSampler
 
         if p.sampler is not None and p.grammar is not None and p.mode in ("json", "tools"):
@@ -505,7 +512,8 @@ class ChatStructgen(BaseChatModel):
         deadline = time.monotonic() + p.timeout if p.timeout else None
         decoding = Decoding(model, p.prompt_ids, matcher, max_tokens=p.max_tokens, sampler=sampler,
                             budget_guard=BudgetGuard(matcher) if matcher is not None else None,
-                            optional=p.mode == "auto", deadline=deadline)
+                            optional=p.mode == "auto", deadline=deadline,
+                            drafter=make_drafter(model, p.speculative))
         p.is_tool_call = p.mode == "tools"
         for t in decoding:
             if not p.token_ids and p.mode == "auto":

@@ -9,7 +9,45 @@ from typing import Any, Sequence
 
 import torch
 
-__all__ = ["KVCacheModel"]
+__all__ = ["KVCacheModel", "causal_lm_forward", "new_cache"]
+
+_CACHE_ARG: dict[type, str] = {}
+
+
+def _cache_arg(hf_model: Any) -> str:
+    """The name a model's ``forward`` takes its KV cache by: ``cache`` from transformers 5.2x on
+    (``past_key_values`` is deprecated there and goes in 5.40), ``past_key_values`` before."""
+    cls = type(hf_model)
+    name = _CACHE_ARG.get(cls)
+    if name is None:
+        import inspect
+
+        try:
+            params = inspect.signature(hf_model.forward).parameters
+        except (TypeError, ValueError):  # pragma: no cover - a forward without a signature
+            params = {}
+        name = _CACHE_ARG[cls] = "cache" if "cache" in params else "past_key_values"
+    return name
+
+
+def new_cache(hf_model: Any) -> Any:
+    """An empty transformers ``DynamicCache`` for ``hf_model``."""
+    from transformers import DynamicCache
+
+    try:
+        return DynamicCache(config=hf_model.config)
+    except TypeError:  # older transformers: no config argument
+        return DynamicCache()
+
+
+def causal_lm_forward(hf_model: Any, input_ids: torch.Tensor, cache: Any, **kwargs: Any) -> tuple[torch.Tensor, Any]:
+    """One forward pass of a transformers causal LM over ``input_ids`` ``[batch, k]`` after ``cache``:
+    ``(logits, cache)``, whatever the transformers version calls the cache argument."""
+    out = hf_model(input_ids=input_ids, use_cache=True, **{_cache_arg(hf_model): cache}, **kwargs)
+    new = getattr(out, "cache", None)
+    if new is None:
+        new = getattr(out, "past_key_values", None)
+    return out.logits, (new if new is not None else cache)
 
 
 class KVCacheModel:
@@ -36,6 +74,7 @@ class KVCacheModel:
         self.cache: Any = None
         self.tokens: list[int] = []
         self._supports_logits_to_keep = True
+        self.forward_passes = 0
 
     def __len__(self) -> int:
         return len(self.tokens)
@@ -44,14 +83,6 @@ class KVCacheModel:
         """Forget every cached token."""
         self.cache = None
         self.tokens = []
-
-    def _new_cache(self) -> Any:
-        from transformers import DynamicCache
-
-        try:
-            return DynamicCache(config=self.model.config)
-        except TypeError:  # older transformers: no config argument
-            return DynamicCache()
 
     # no_grad rather than inference_mode: callers mask the returned logits in
     # place, which inference tensors forbid outside inference mode.
@@ -66,23 +97,21 @@ class KVCacheModel:
         if len(tokens) == 0:
             raise ValueError("forward() needs at least one token")
         if self.cache is None:
-            self.cache = self._new_cache()
+            self.cache = new_cache(self.model)
         ids = torch.tensor([list(tokens)], dtype=torch.long, device=self.device)
-        kwargs: dict[str, Any] = {"input_ids": ids, "past_key_values": self.cache, "use_cache": True}
+        kwargs: dict[str, Any] = {}
         if logits_to_keep and self._supports_logits_to_keep:
             kwargs["logits_to_keep"] = logits_to_keep
         try:
-            out = self.model(**kwargs)
+            logits, self.cache = causal_lm_forward(self.model, ids, self.cache, **kwargs)
         except TypeError:
             if "logits_to_keep" not in kwargs:
                 raise
             self._supports_logits_to_keep = False
-            del kwargs["logits_to_keep"]
-            out = self.model(**kwargs)
-        if out.past_key_values is not None:
-            self.cache = out.past_key_values
+            logits, self.cache = causal_lm_forward(self.model, ids, self.cache)
+        self.forward_passes += 1
         self.tokens.extend(int(t) for t in tokens)
-        logits = out.logits[0]
+        logits = logits[0]
         if logits_to_keep:
             logits = logits[-logits_to_keep:]
         return logits.float()

@@ -21,6 +21,7 @@ the sampler sees a :class:`~structgen.runtime.sampling.StepContext` and may carr
 from __future__ import annotations
 
 import time
+from collections import deque
 from dataclasses import dataclass, field
 from typing import Any, Iterator, Protocol, Sequence
 
@@ -28,6 +29,7 @@ import torch
 
 from ..errors import GenerationError
 from .budget import BudgetGuard
+from .drafts import Drafter, DraftStats
 from .kv_cache import KVCacheModel
 from .masks import allocate_token_bitmask, apply_token_bitmask_inplace
 from .sampling import MaskedSampler, NoTokenAllowed, Sampler, StepContext
@@ -40,6 +42,7 @@ __all__ = [
     "generate_constrained",
     "generate_unconstrained",
     "MAX_BACKTRACKS",
+    "make_drafter",
 ]
 
 #: Dead ends a decoding may back out of (checks at commit only: see :class:`Decoding`).
@@ -87,6 +90,7 @@ class GenerationResult:
     mask_seconds: float = 0.0
     steps: int = 0
     log_weight: float = 0.0
+    forward_passes: int = 0
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -105,7 +109,8 @@ class Decoding:
 
     def __init__(self, model: Any, prompt_ids: Sequence[int], matcher: MatcherProtocol | None = None, *,
                  max_tokens: int, sampler: Sampler | None = None, budget_guard: BudgetGuard | None = None,
-                 optional: bool = False, deadline: float | None = None, stop_at_eos: bool = True) -> None:
+                 optional: bool = False, deadline: float | None = None, stop_at_eos: bool = True,
+                 drafter: Drafter | None = None) -> None:
         if max_tokens < 0:
             raise ValueError(f"max_tokens must be >= 0, got {max_tokens}")
         self.prompt = [int(t) for t in prompt_ids]
@@ -129,6 +134,10 @@ class Decoding:
         self._backtracks = 0
         self._bitmask = None
         self._t0 = self._t_prefill = 0.0
+        self.drafter = drafter
+        self.draft_stats = DraftStats()
+        # rows of logits fed ahead of acceptance: (drafted token, source, the row that follows it)
+        self._pending: deque[tuple[int, str, torch.Tensor]] = deque()
 
     # -- seams: several tokens per forward pass, and taking tokens back ------------------------------
     def feed(self, tokens: Sequence[int]) -> torch.Tensor:
@@ -144,6 +153,7 @@ class Decoding:
                              f"({self._emitted} already streamed)")
         if self.matcher is not None:
             self.matcher.rollback(n)
+        self._pending.clear()
         del self.tokens[len(self.tokens) - n:]
         kept = self.prompt + self.tokens
         self._kv.crop(len(kept) - 1)
@@ -178,12 +188,14 @@ class Decoding:
                     f"no valid output fits in max_tokens={self.max_tokens}: the shortest needs {needed} tokens "
                     "as the budget guard counts them (one token per byte after the first, plus EOS); "
                     f"raise max_tokens to at least {needed}", partial="", reason="budget", num_tokens=0)
-        logits = self._kv.forward(self.prompt, logits_to_keep=1)[-1]
-        self._t_prefill = time.perf_counter()
         matcher = self.matcher
         if matcher is not None and matcher.is_terminated():
+            self._kv.forward(self.prompt, logits_to_keep=1)
+            self._t_prefill = time.perf_counter()
             self.finish_reason = "terminated"
             return
+        logits = self._prefill()
+        self._t_prefill = time.perf_counter()
         banned: dict[int, set[int]] = {}  # tokens refused at a position after backing out of a dead end
         self._backtracks = 0
         while len(self.tokens) < self.max_tokens:
@@ -216,11 +228,51 @@ class Decoding:
                 self.finish_reason = "terminated"
                 return
             if len(self.tokens) < self.max_tokens:
-                logits = self._kv.forward([t])[-1]
+                logits = self._next_logits(t)
         if self.matcher is not None:
             raise GenerationError(f"max_tokens={self.max_tokens} reached before the constraint was complete",
                                   partial=self.partial_text(), reason="max_tokens", num_tokens=len(self.tokens))
         self.finish_reason = "length"
+
+    def _prefill(self) -> torch.Tensor:
+        """The prompt in one forward pass, with the first drafts (a forced ``{"key":`` opening)
+        fed behind it."""
+        draft, sources = self._propose(self.prompt)
+        rows = self._kv.forward(self.prompt + draft, logits_to_keep=len(draft) + 1)
+        self.draft_stats.forward_passes += 1
+        self._pending.extend(zip(draft, sources, rows[1:]))
+        return rows[0]
+
+    def _propose(self, context: list[int]) -> tuple[list[int], list[str]]:
+        if self.drafter is None:
+            return [], []
+        room = self.max_tokens - len(self.tokens) - 1  # the last position's token is sampled, never fed
+        if room <= 0:
+            return [], []
+        draft, sources = self.drafter.propose(self.matcher, context, room)
+        for d in sources:
+            self.draft_stats.drafted[d] += 1
+        return draft, sources
+
+    def _next_logits(self, t: int) -> torch.Tensor:
+        """The row predicting the token after ``t`` (just accepted).  When ``t`` is the draft the
+        last forward pass fed next, its row is already there (a draft kept: no forward pass);
+        otherwise the rejected drafts leave the KV cache and ``t`` is fed with new drafts."""
+        pending = self._pending
+        if pending:
+            drafted, source, row = pending.popleft()
+            if drafted == t:
+                self.draft_stats.accepted[source] += 1
+                return row
+            pending.clear()
+        kept = len(self.prompt) + len(self.tokens) - 1  # everything before t
+        if len(self._kv) > kept:
+            self._kv.crop(kept)
+        draft, sources = self._propose(self.prompt + self.tokens)
+        rows = self._kv.forward([t, *draft])
+        self.draft_stats.forward_passes += 1
+        pending.extend(zip(draft, sources, rows[1:]))
+        return rows[0]
 
     def _constrained(self) -> bool:
         return self.matcher is not None and not self.optional
@@ -304,27 +356,40 @@ class Decoding:
             tokens_per_second=len(ids) / seconds if seconds > 0 else 0.0, finish_reason=self.finish_reason or "",
             text_bytes=raw, prompt_tokens=len(self.prompt), prefill_seconds=self._t_prefill - self._t0,
             decode_seconds=now - self._t_prefill, mask_seconds=self.mask_seconds, steps=self.steps,
-            log_weight=self.sampler.log_weight)
+            log_weight=self.sampler.log_weight, forward_passes=self._kv.forward_passes,
+            extra={"speculation": self.draft_stats.as_dict()} if self.drafter is not None else {})
 
 
 def generate_constrained(model: Any, prompt_ids: Sequence[int], matcher: MatcherProtocol, *, max_tokens: int,
                          temperature: float = 0.0, top_p: float = 1.0, top_k: int = 0, seed: int | None = None,
-                         budget_guard: BudgetGuard | None = None, sampler: Sampler | None = None) -> GenerationResult:
+                         budget_guard: BudgetGuard | None = None, sampler: Sampler | None = None,
+                         speculative: bool | Drafter = False) -> GenerationResult:
     """Generate until the constraint is complete (:class:`Decoding` to the end).
 
     ``model``: a ``structgen.models.Model`` (needs ``.hf_model`` and ``.info``).  Raises
     ``GenerationError`` (with ``.partial``) if ``max_tokens`` runs out first or a step leaves no
-    token allowed."""
-    if sampler is None:
-        sampler = MaskedSampler(temperature=temperature, top_p=top_p, top_k=top_k, seed=seed)
+    token allowed.  ``speculative``: True drafts grammar-forced and prompt-lookup tokens (:class:`Drafter`) and
+    verifies them in one forward pass; the output is the one plain decoding gives (a ``Drafter``
+    instance chooses the sources)."""
+    sampler = sampler if sampler is not None else MaskedSampler(temperature=temperature, top_p=top_p,
+                                                                top_k=top_k, seed=seed)
     return Decoding(model, prompt_ids, matcher, max_tokens=max_tokens, sampler=sampler,
-                    budget_guard=budget_guard).run()
+                    budget_guard=budget_guard, drafter=make_drafter(model, speculative)).run()
+
+
+def make_drafter(model: Any, speculative: bool | Drafter | None) -> Drafter | None:
+    """The drafter ``speculative`` asks for: None for False, the default sources for True."""
+    if isinstance(speculative, Drafter):
+        return speculative
+    return Drafter(model) if speculative else None
 
 
 def generate_unconstrained(model: Any, prompt_ids: Sequence[int], *, max_tokens: int, temperature: float = 0.0,
                            top_p: float = 1.0, top_k: int = 0, seed: int | None = None,
-                           stop_at_eos: bool = True) -> GenerationResult:
+                           stop_at_eos: bool = True, speculative: bool | Drafter = False) -> GenerationResult:
     """The same loop with no matcher: the baseline for measuring constraint overhead.  Stops at
-    an EOS id (unless ``stop_at_eos=False``) or after ``max_tokens`` (``finish_reason="length"``)."""
+    an EOS id (unless ``stop_at_eos=False``) or after ``max_tokens`` (``finish_reason="length"``).
+    ``speculative=True`` drafts by prompt lookup (nothing is forced without a grammar)."""
     sampler = MaskedSampler(temperature=temperature, top_p=top_p, top_k=top_k, seed=seed)
-    return Decoding(model, prompt_ids, None, max_tokens=max_tokens, sampler=sampler, stop_at_eos=stop_at_eos).run()
+    return Decoding(model, prompt_ids, None, max_tokens=max_tokens, sampler=sampler, stop_at_eos=stop_at_eos,
+                    drafter=make_drafter(model, speculative)).run()

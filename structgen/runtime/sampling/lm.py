@@ -16,7 +16,7 @@ from typing import Any, Protocol, Sequence
 import numpy as np
 import torch
 
-from ..kv_cache import KVCacheModel
+from ..kv_cache import KVCacheModel, causal_lm_forward, new_cache
 
 __all__ = ["TokenLM", "Particles", "ModelLM", "ModelParticles", "PrefixParticles", "HashLM"]
 
@@ -110,29 +110,22 @@ class ModelParticles:
         self.cache = None
 
     def start(self) -> np.ndarray:
-        from transformers import DynamicCache
-
         lm = self.lm
-        try:
-            self.cache = DynamicCache(config=lm.model.hf_model.config)
-        except TypeError:  # older transformers
-            self.cache = DynamicCache()
         ids = torch.tensor([lm.prompt], dtype=torch.long)
         with torch.no_grad():
-            out = lm.model.hf_model(input_ids=ids, past_key_values=self.cache, use_cache=True, logits_to_keep=1)
+            logits, self.cache = causal_lm_forward(lm.model.hf_model, ids, new_cache(lm.model.hf_model),
+                                                   logits_to_keep=1)
         lm.forward_passes += 1
-        self.cache = out.past_key_values
         self.cache.batch_repeat_interleave(self.n)
-        row = lm._normalise(out.logits[0, -1].float())
+        row = lm._normalise(logits[0, -1].float())
         return np.repeat(row[None, :], self.n, axis=0)
 
     def advance(self, tokens: Sequence[int]) -> np.ndarray:
         ids = torch.tensor([[int(t)] for t in tokens], dtype=torch.long)
         with torch.no_grad():
-            out = self.lm.model.hf_model(input_ids=ids, past_key_values=self.cache, use_cache=True)
+            logits, self.cache = causal_lm_forward(self.lm.model.hf_model, ids, self.cache)
         self.lm.forward_passes += 1
-        self.cache = out.past_key_values
-        return self.lm._normalise(out.logits[:, -1].float())
+        return self.lm._normalise(logits[:, -1].float())
 
     def reorder(self, rows: Sequence[int]) -> None:
         self.cache.reorder_cache(torch.tensor(list(rows), dtype=torch.long))

@@ -1,0 +1,155 @@
+"""``structgen bench decode``: SmolLM2 tokens/s for each decoding option, in one run.
+
+Two tables.  **Forward pass**: the milliseconds of one forward over k new tokens (k = 1, 2, 4, 8) after
+a 300-token context, with torch's ``F.linear`` and with ``fast_linear`` (``W @ x.T``), at each thread
+count asked for: what a multi-token step costs, which decides how much drafting can pay.  **Decoding**:
+greedy tokens/s of plain decoding (one token per forward pass), jump-forward (grammar-forced drafts
+only) and full speculation (forced + prompt lookup), unconstrained and under constraints, every
+configuration on the same prompt; outputs are compared with plain decoding's (they must be identical)
+and the tokens accepted per forward pass and the forced fraction (output tokens that came from a kept
+forced draft) are reported.  Medians over ``repeats``.
+"""
+from __future__ import annotations
+
+import os
+import statistics
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[2]
+PROMPT = ("List three European capitals as JSON: an array of objects with name, country and population.")
+SCHEMA = {"type": "array", "minItems": 3, "maxItems": 3, "items": {
+    "type": "object", "properties": {"name": {"type": "string", "maxLength": 40},
+                                     "country": {"type": "string", "maxLength": 40},
+                                     "population": {"type": "integer", "minimum": 0}},
+    "required": ["name", "country", "population"], "additionalProperties": False}}
+MODES = ("plain", "jump-forward", "speculative")
+
+
+def forward_costs(model: Any, threads: list[int], ks=(1, 2, 4, 8), repeats: int = 7) -> list[dict]:
+    """Median ms of one forward over k new tokens, per thread count and linear path."""
+    import torch
+
+    from ..runtime import fast_linear
+    from ..runtime.kv_cache import KVCacheModel
+
+    rows = []
+    installed = fast_linear.is_installed(model.hf_model)
+    try:
+        for fast in (False, True):
+            (fast_linear.install if fast else fast_linear.uninstall)(model.hf_model)
+            for th in threads:
+                torch.set_num_threads(th)
+                kv = KVCacheModel(model.hf_model)
+                kv.forward(list(range(1000, 1300)), logits_to_keep=1)
+                row = {"linear": "fast_linear" if fast else "F.linear", "threads": th}
+                for k in ks:
+                    ts = []
+                    for _ in range(repeats):
+                        t0 = time.perf_counter()
+                        kv.forward(list(range(2000, 2000 + k)))
+                        ts.append(time.perf_counter() - t0)
+                        kv.crop(300)
+                    row[f"k={k}"] = 1e3 * statistics.median(ts)
+                rows.append(row)
+    finally:
+        (fast_linear.install if installed else fast_linear.uninstall)(model.hf_model)
+    return rows
+
+
+def _constraints(model: Any) -> dict[str, Any]:
+    from ..api import compiler_for
+
+    comp = compiler_for(model)
+    return {"unconstrained": None,
+            "json.lark": comp.compile_lark(ROOT / "grammars" / "json.lark"),
+            "schema": comp.compile_json_schema(SCHEMA, whitespace="compact")}
+
+
+def decode_speeds(model: Any, *, n_tokens: int, repeats: int, threads: int) -> list[dict]:
+    """Greedy tokens/s per (constraint, mode); outputs checked against plain decoding's."""
+    import torch
+
+    from ..api import schema_prompt
+    from ..engine.matcher import Matcher
+    from ..errors import GenerationError
+    from ..runtime.budget import BudgetGuard
+    from ..runtime.drafts import Drafter
+    from ..runtime.loop import generate_constrained, generate_unconstrained
+
+    torch.set_num_threads(threads)
+    prompt = model.encode(model.chat_prompt(schema_prompt(SCHEMA, PROMPT)))
+    drafters = {"plain": False, "jump-forward": Drafter(model, lookup=False), "speculative": Drafter(model)}
+    rows = []
+    for cname, grammar in _constraints(model).items():
+        reference = None
+        for mode in MODES:
+            if cname == "unconstrained" and mode == "jump-forward":
+                continue  # nothing is forced without a grammar
+            speeds, passes, outs, forced, err = [], [], [], [], None
+            for _ in range(repeats):
+                try:
+                    if grammar is None:
+                        r = generate_unconstrained(model, prompt, max_tokens=n_tokens, stop_at_eos=False,
+                                                   speculative=drafters[mode])
+                    else:
+                        m = Matcher(grammar)
+                        r = generate_constrained(model, prompt, m, max_tokens=n_tokens, budget_guard=BudgetGuard(m),
+                                                 speculative=drafters[mode])
+                except GenerationError as e:
+                    err = str(e)[:80]
+                    break
+                speeds.append(r.num_tokens / max(r.decode_seconds, 1e-9))
+                passes.append(r.num_tokens / max(r.forward_passes - 1, 1))  # the prefill pass left out
+                spec = r.extra.get("speculation", {})
+                forced.append(spec.get("accepted", {}).get("forced", 0) / max(r.num_tokens, 1))
+                outs.append(r.token_ids)
+            if err:
+                rows.append({"constraint": cname, "mode": mode, "error": err})
+                continue
+            if mode == "plain":
+                reference = outs[0]
+            rows.append({"constraint": cname, "mode": mode, "threads": threads, "tokens": len(outs[0]),
+                         "tokens_per_s": statistics.median(speeds), "ms_per_token": 1e3 / statistics.median(speeds),
+                         "tokens_per_forward": statistics.median(passes), "forced_fraction": statistics.median(forced),
+                         "identical": all(o == reference for o in outs)})
+    base = {r["constraint"]: r["tokens_per_s"] for r in rows if r.get("mode") == "plain" and "error" not in r}
+    for r in rows:
+        if "error" not in r and r["constraint"] in base:
+            r["speedup"] = r["tokens_per_s"] / base[r["constraint"]]
+    return rows
+
+
+def run_decode_bench(*, n_tokens: int = 128, repeats: int = 3, threads: list[int] | None = None,
+                     fast: bool = True) -> dict:
+    """Both tables, as dicts (see the module docstring)."""
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    from ..models import load_model
+
+    threads = threads or [1, 2]
+    model = load_model(fast_linear=fast)
+    out: dict[str, Any] = {"forward": forward_costs(model, threads), "decode": []}
+    for th in threads:
+        out["decode"] += decode_speeds(model, n_tokens=n_tokens, repeats=repeats, threads=th)
+    return out
+
+
+def format_decode_tables(res: dict) -> str:
+    ks = [k for k in res["forward"][0] if k.startswith("k=")]
+    lines = ["Forward pass over k new tokens after 300 (ms, median):", "",
+             "| linear | threads | " + " | ".join(ks) + " | k=4 / k=1 |", "|---|---:|" + "---:|" * (len(ks) + 1)]
+    for r in res["forward"]:
+        lines.append(f"| {r['linear']} | {r['threads']} | " + " | ".join(f"{r[k]:.1f}" for k in ks)
+                     + f" | {r['k=4'] / r['k=1']:.2f} |")
+    lines += ["", "Greedy decoding (tokens/s, median; identical = same tokens as plain decoding):", "",
+              "| constraint | mode | threads | tokens | tokens/s | ms/token | vs plain | tokens/forward "
+              "| forced | identical |", "|---|---|---:|---:|---:|---:|---:|---:|---:|---|"]
+    for r in res["decode"]:
+        if "error" in r:
+            lines.append(f"| {r['constraint']} | {r['mode']} | | | error: {r['error']} | | | | | |")
+            continue
+        lines.append(f"| {r['constraint']} | {r['mode']} | {r['threads']} | {r['tokens']} | {r['tokens_per_s']:.1f} "
+                     f"| {r['ms_per_token']:.1f} | {r.get('speedup', 1.0):.2f}x | {r['tokens_per_forward']:.2f} "
+                     f"| {100 * r['forced_fraction']:.0f}% | {'yes' if r['identical'] else 'NO'} |")
+    return "\n".join(lines)
