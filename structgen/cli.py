@@ -288,6 +288,7 @@ def _add_bench_grammar(bench_sub) -> None:
     d.add_argument("--tokens", type=int, default=128)
     d.add_argument("--repeats", type=int, default=3)
     d.add_argument("--threads", default="1,2", help="torch thread counts, comma-separated (default 1,2)")
+    d.add_argument("--batches", default="1,4,16", help="batch sizes for the throughput table ('' to skip)")
     d.add_argument("--output", default=None, help="also write the results as JSON here")
     d.set_defaults(func=_run_bench_decode)
 
@@ -311,7 +312,8 @@ def _run_bench_decode(args) -> int:
     from .bench.decode import format_decode_tables, run_decode_bench
 
     res = run_decode_bench(n_tokens=args.tokens, repeats=args.repeats,
-                           threads=[int(t) for t in str(args.threads).split(",") if t])
+                           threads=[int(t) for t in str(args.threads).split(",") if t],
+                           batches=tuple(int(b) for b in str(args.batches).split(",") if b))
     print(format_decode_tables(res))
     if args.output:
         Path(args.output).parent.mkdir(parents=True, exist_ok=True)

@@ -7,7 +7,8 @@ greedy tokens/s of plain decoding (one token per forward pass), jump-forward (gr
 only) and full speculation (forced + prompt lookup), unconstrained and under constraints, every
 configuration on the same prompt; outputs are compared with plain decoding's (they must be identical)
 and the tokens accepted per forward pass and the forced fraction (output tokens that came from a kept
-forced draft) are reported.  Medians over ``repeats``.
+forced draft) are reported.  Medians over ``repeats``.  **Batches**: output tokens/s over a whole
+``generate_json(prompts=[...])`` call for batch sizes 1, 4 and 16, plain and speculative.
 """
 from __future__ import annotations
 
@@ -121,9 +122,41 @@ def decode_speeds(model: Any, *, n_tokens: int, repeats: int, threads: int) -> l
     return rows
 
 
+BATCH_REQUESTS = ["a person from Lisbon", "a chemist born in 1867", "a footballer from Brazil", "a Roman emperor",
+                  "a jazz pianist", "a Mars rover engineer", "a novelist from Lagos", "a chess champion",
+                  "a cellist from Seoul", "a botanist", "a pilot from Quebec", "a marathon runner",
+                  "a baker in Vienna", "an astronaut", "a poet from Chile", "a glacier scientist"]
+BATCH_SCHEMA = {"type": "object", "properties": {"name": {"type": "string", "maxLength": 40},
+                                                 "born": {"type": "integer", "minimum": 0, "maximum": 2100},
+                                                 "city": {"type": "string", "maxLength": 40}},
+                "required": ["name", "born", "city"], "additionalProperties": False}
+
+
+def batch_throughput(model: Any, *, sizes=(1, 4, 16), max_tokens: int = 48, threads: int = 2) -> list[dict]:
+    """Output tokens/s over a whole batch of ``generate_json(prompts=...)``, plain and speculative."""
+    import torch
+
+    from ..api import generate_json
+
+    torch.set_num_threads(threads)
+    rows = []
+    for size in sizes:
+        reqs = [f"Describe {r}." for r in (BATCH_REQUESTS * 2)[:size]]
+        for spec in (False, True):
+            t0 = time.perf_counter()
+            out = generate_json(model, BATCH_SCHEMA, prompts=reqs, max_tokens=max_tokens, speculative=spec,
+                                return_result=True, return_exceptions=True)
+            secs = time.perf_counter() - t0
+            ok = [r for r in out if isinstance(r, tuple)]
+            tokens = sum(r[1].num_tokens for r in ok)
+            rows.append({"batch": size, "mode": "speculative" if spec else "plain", "threads": threads,
+                         "valid": len(ok), "tokens": tokens, "seconds": secs, "tokens_per_s": tokens / secs})
+    return rows
+
+
 def run_decode_bench(*, n_tokens: int = 128, repeats: int = 3, threads: list[int] | None = None,
-                     fast: bool = True) -> dict:
-    """Both tables, as dicts (see the module docstring)."""
+                     fast: bool = True, batches: tuple[int, ...] = (1, 4, 16)) -> dict:
+    """The tables, as dicts (see the module docstring)."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     from ..models import load_model
 
@@ -132,6 +165,7 @@ def run_decode_bench(*, n_tokens: int = 128, repeats: int = 3, threads: list[int
     out: dict[str, Any] = {"forward": forward_costs(model, threads), "decode": []}
     for th in threads:
         out["decode"] += decode_speeds(model, n_tokens=n_tokens, repeats=repeats, threads=th)
+    out["batch"] = batch_throughput(model, sizes=batches, threads=max(threads)) if batches else []
     return out
 
 
@@ -152,4 +186,11 @@ def format_decode_tables(res: dict) -> str:
         lines.append(f"| {r['constraint']} | {r['mode']} | {r['threads']} | {r['tokens']} | {r['tokens_per_s']:.1f} "
                      f"| {r['ms_per_token']:.1f} | {r.get('speedup', 1.0):.2f}x | {r['tokens_per_forward']:.2f} "
                      f"| {100 * r['forced_fraction']:.0f}% | {'yes' if r['identical'] else 'NO'} |")
+    if res.get("batch"):
+        lines += ["", "Batches: generate_json(prompts=[...]), output tokens/s over the whole batch:", "",
+                  "| batch | mode | threads | valid | output tokens | seconds | tokens/s |",
+                  "|---:|---|---:|---:|---:|---:|---:|"]
+        for r in res["batch"]:
+            lines.append(f"| {r['batch']} | {r['mode']} | {r['threads']} | {r['valid']}/{r['batch']} | {r['tokens']} "
+                         f"| {r['seconds']:.1f} | {r['tokens_per_s']:.1f} |")
     return "\n".join(lines)

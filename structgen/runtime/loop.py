@@ -104,13 +104,14 @@ class Decoding:
     guard too), the rest is constrained; otherwise the matcher is dropped and the text is free
     (LangChain's "auto" tool choice).  ``deadline``: a ``time.monotonic()`` instant after which
     ``TimeoutError`` is raised.  The matcher is used as given (not reset), so a caller may
-    pre-advance it.
+    pre-advance it.  ``drafter``: speculation (see ``docs/architecture.md``); ``kv``: the KV cache
+    to decode through (default: the model's own; a batch row's ``runtime.batch.RowCache``).
     """
 
     def __init__(self, model: Any, prompt_ids: Sequence[int], matcher: MatcherProtocol | None = None, *,
                  max_tokens: int, sampler: Sampler | None = None, budget_guard: BudgetGuard | None = None,
                  optional: bool = False, deadline: float | None = None, stop_at_eos: bool = True,
-                 drafter: Drafter | None = None) -> None:
+                 drafter: Drafter | None = None, kv: Any = None) -> None:
         if max_tokens < 0:
             raise ValueError(f"max_tokens must be >= 0, got {max_tokens}")
         self.prompt = [int(t) for t in prompt_ids]
@@ -129,7 +130,8 @@ class Decoding:
         self.finish_reason: str | None = None
         self.steps = 0
         self.mask_seconds = 0.0
-        self._kv = KVCacheModel(model.hf_model)
+        # the model behind a KV cache: one sequence's own, or a row of a batch (runtime.batch.RowCache)
+        self._kv = kv if kv is not None else KVCacheModel(model.hf_model)
         self._emitted = 0  # tokens already yielded: never rolled back
         self._backtracks = 0
         self._bitmask = None
