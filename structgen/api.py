@@ -85,11 +85,10 @@ def _run_many(model, grammar: CompiledGrammar, prompt_texts: list[str], *, max_t
                 out.append(e)
         return out
 
-    # Speculation pays while a forward pass costs about the same for more rows: up to ~8 rows of
-    # input here (fast_linear's GEMM; `structgen bench decode`), so a batch gets fewer drafts per row
-    # as it grows, and none from 5 rows on (measured: batch 16 ran at 38 tokens/s with 3 drafts a row,
-    # 47 without).
-    drafts = min(3, 8 // len(prompt_texts) - 1) if prompt_texts else 0
+    # Speculation pays while a wider forward pass costs about the same: up to ~8 rows of input here
+    # (fast_linear's GEMM; `structgen bench decode`), i.e. 2 rows with 3 drafts each.  Measured on
+    # 4 rows: 29.7 tokens/s with one draft a row, 33.3 without; on 16: 37.8 with 3, 47 without.
+    drafts = 3 if len(prompt_texts) <= 2 else 0
     speculative = bool(speculative) and drafts > 0
 
     def row(i: int, ids: list[int]):
@@ -162,7 +161,7 @@ def generate_json(model, schema: Any, prompt: str | None = None, *, max_tokens: 
     same seed when sampling), in fewer forward passes.
 
     ``prompts``: a list of requests decoded as one batch (one forward pass for all rows, each row
-    with its own matcher; speculation per row in batches of up to 4, where a wider forward pass
+    with its own matcher; speculation per row in batches of up to 2, where a wider forward pass
     still costs about the same; row ``i`` samples with ``seed + i``); a list of values is
     returned (of ``(value, result)`` pairs with ``return_result``).  Under greedy decoding row ``i``
     is what ``prompt=prompts[i]`` gives.  A row that fails raises ``GenerationError`` naming it, or,
