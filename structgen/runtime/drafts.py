@@ -97,6 +97,28 @@ class PromptLookup:
         return []
 
 
+_SORTED: dict[int, tuple[Any, list[bytes], Any]] = {}
+
+
+def _sorted_vocabulary(info: Any) -> tuple[list[bytes], Any]:
+    """The tokens' bytes in sorted order and their ids (for prefix queries), once per tokenizer
+    (building it takes 20-30 ms for a 49k vocabulary: too much to pay on every call)."""
+    import weakref
+
+    import numpy as np
+
+    hit = _SORTED.get(id(info))
+    if hit is not None and hit[0]() is info:
+        return hit[1], hit[2]
+    special = set(info.special_ids)
+    pairs = sorted((b, i) for i, b in enumerate(info.token_bytes) if b and i not in special)
+    keys, ids = [b for b, _ in pairs], np.array([i for _, i in pairs], dtype=np.int64)
+    if len(_SORTED) > 8:
+        _SORTED.clear()
+    _SORTED[id(info)] = (weakref.ref(info), keys, ids)
+    return keys, ids
+
+
 @dataclass
 class DraftStats:
     """What speculation did in one decoding: tokens proposed and kept, per source."""
@@ -123,13 +145,8 @@ class Drafter:
             raise ValueError(f"max_draft must be >= 1, got {max_draft}")
         self.max_draft = max_draft
         self.encode = forced_token_encoder(model) if forced else None
-        import numpy as np
-
-        special = set(model.info.special_ids)
         self.token_bytes = model.info.token_bytes
-        pairs = sorted((b, i) for i, b in enumerate(self.token_bytes) if b and i not in special)
-        self._sorted_keys = [b for b, _ in pairs]
-        self._sorted_ids = np.array([i for _, i in pairs], dtype=np.int64)
+        self._sorted_keys, self._sorted_ids = _sorted_vocabulary(model.info)
         self.lookup = PromptLookup(max_ngram=max_ngram) if lookup else None
 
     def _back_off(self, matcher: Any, tokens: list[int]) -> list[int]:
