@@ -55,26 +55,16 @@ def contains(ranges: Ranges, cp: int) -> bool:
 @functools.lru_cache(maxsize=None)
 def unicode_class(name: str) -> tuple[tuple[int, int], ...]:
     """Ranges of Python's Unicode ``\\d``, ``\\w`` or ``\\s`` (computed once, cached on disk)."""
-    import pickle
     import sys
 
-    from .._cache import cache_root
+    from .._cache import atomic_pickle_dump, cache_root, pickle_load_or_none
 
     path = cache_root() / f"unicode-{name}-{sys.version_info[0]}.{sys.version_info[1]}.pkl"
-    try:
-        with open(path, "rb") as f:
-            return pickle.load(f)
-    except (OSError, EOFError, pickle.UnpicklingError):
-        pass
+    cached = pickle_load_or_none(path)
+    if isinstance(cached, tuple) and all(isinstance(r, tuple) and len(r) == 2 for r in cached):
+        return cached
     out = _compute_unicode_class(name)
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(".tmp")
-        with open(tmp, "wb") as f:
-            pickle.dump(out, f)
-        tmp.replace(path)
-    except OSError:
-        pass
+    atomic_pickle_dump(out, path)
     return out
 
 

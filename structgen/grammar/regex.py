@@ -10,6 +10,7 @@ approximated.
 from __future__ import annotations
 
 import functools
+import io
 import re
 import time
 from re import _constants as C  # type: ignore[attr-defined]
@@ -273,15 +274,15 @@ def _compile_cached(pattern: str, search: bool, json_string: bool, flags: int) -
 
     import numpy as np
 
-    from .._cache import cache_root
+    from .._cache import cache_root, code_fingerprint, write_verified
 
-    key = hashlib.sha256(repr((DISK_CACHE_VERSION, pattern, search, json_string, flags)).encode()).hexdigest()[:32]
+    code = code_fingerprint(*_DFA_BUILDERS)
+    key = hashlib.sha256(repr((DISK_CACHE_VERSION, code, pattern, search, json_string,
+                               flags)).encode()).hexdigest()[:32]
     path = cache_root() / "regex" / f"{key}.npz"
-    try:
-        with np.load(path) as z:
-            return DFA(z["trans"], z["accept"], z["classmap"], int(z["start"]))
-    except (OSError, KeyError, ValueError):
-        pass
+    cached = _load_dfa(path)
+    if cached is not None:
+        return cached
     enc = cc.JSON_STRING if json_string else cc.UTF8
     t0 = time.perf_counter()
     dfa = counted_class_dfa(pattern, encoder=enc, search=search, flags=flags)
@@ -289,14 +290,37 @@ def _compile_cached(pattern: str, search: bool, json_string: bool, flags: int) -
         dfa = determinize(build_nfa(pattern, encoder=enc, search=search, flags=flags))
     if time.perf_counter() - t0 < DISK_CACHE_MIN_SECONDS:
         return dfa  # rebuilding is cheaper than a file: only slow automata are worth saving
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f"{key}.{__import__('os').getpid()}.tmp.npz")
-        np.savez(tmp, trans=dfa.trans, accept=dfa.accept, classmap=dfa.classmap, start=dfa.start)
-        tmp.replace(path)
-    except OSError:
-        pass
+    buf = io.BytesIO()
+    np.savez(buf, trans=dfa.trans, accept=dfa.accept, classmap=dfa.classmap, start=dfa.start)
+    write_verified(path, buf.getvalue())
     return dfa
+
+
+#: The modules whose code decides what a cached DFA is: a change to any of them retires old entries.
+_DFA_BUILDERS = ("structgen.grammar.regex", "structgen.grammar.fsa", "structgen.grammar.fsa_kernels",
+                 "structgen.grammar.charclass")
+
+
+def _load_dfa(path) -> DFA | None:
+    """A cached DFA, or None when absent or damaged (checksum, then shapes and ranges checked)."""
+    import numpy as np
+
+    from .._cache import read_verified
+
+    data = read_verified(path)
+    if data is None:
+        return None
+    try:
+        with np.load(io.BytesIO(data)) as z:
+            trans, accept, classmap, start = z["trans"], z["accept"], z["classmap"], int(z["start"])
+    except Exception:  # noqa: BLE001 - a verified file of another layout: rebuild
+        return None
+    n = trans.shape[0] if trans.ndim == 2 else -1
+    if n < 1 or accept.shape != (n,) or classmap.shape != (256,) or not 0 <= start < n \
+            or (classmap.size and (classmap.min() < 0 or classmap.max() >= trans.shape[1])) \
+            or (trans.size and (trans.min() < -1 or trans.max() >= n)):
+        return None
+    return DFA(trans, accept, classmap, start)
 
 
 def compile_regex(pattern: str, *, search: bool = False, json_string: bool = False, flags: int = 0) -> DFA:
