@@ -15,7 +15,7 @@ from typing import Any
 
 from .engine.compiled import CompiledGrammar
 from .engine.counted import use_string_automata
-from .errors import GrammarError, SchemaError
+from .errors import CompileLimitExceeded, GrammarError, SchemaError
 from .engine.lexer_kernels import warm_up_lexer_kernels
 from .engine.trie import TokenTrie, warm_up_kernels
 from .engine.walks import warm_up_walk_kernels
@@ -35,34 +35,87 @@ DEEP_STACK_BYTES = 512 * 1024 * 1024
 DEEP_RECURSION_LIMIT = 100_000
 
 
+#: Default bounds of one compile (``GrammarCompiler(compile_timeout=..., compile_max_memory=...)``).
+COMPILE_TIMEOUT_S = 60.0
+COMPILE_MAX_MEMORY = 4 << 30  # bytes of resident memory the process may grow by during one compile
+_POLL_S = 0.02
+
+
+class _Cancelled(BaseException):
+    """Raised inside the compile thread to stop a compile past its bounds (never escapes structgen)."""
+
+
+def _set_async_exc(thread_id: int, exc: type[BaseException] | None) -> None:
+    import ctypes
+
+    ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(thread_id), ctypes.py_object(exc) if exc else None)
+
+
+def _resident_bytes() -> int | None:
+    """The process's resident memory (Linux ``/proc``); None where it cannot be read."""
+    try:
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * _PAGE
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+try:
+    import os as _os
+
+    _PAGE = _os.sysconf("SC_PAGE_SIZE")
+except (AttributeError, ValueError, OSError):  # pragma: no cover - not POSIX
+    _PAGE = 4096
+
+
 class _DeepRunner:
     """One long-lived thread with a large stack that runs compiles: deeply nested schemas
-    recurse deeply, and starting a 512 MiB-stack thread per compile cost ~0.3 ms."""
+    recurse deeply, and starting a 512 MiB-stack thread per compile cost ~0.3 ms.
+
+    The caller waits for its job while watching the clock and the process's resident memory; a job
+    past its bounds is stopped by raising :class:`_Cancelled` in the compile thread (delivered at the
+    next Python bytecode, so within a numba kernel's run at worst), which unwinds the compile and
+    leaves the thread serving the next job."""
 
     def __init__(self) -> None:
         self._jobs: queue.SimpleQueue = queue.SimpleQueue()
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
+        self._state = threading.Lock()  # guards which job runs, against a late cancellation
+        self._running: object | None = None
 
     def _loop(self) -> None:
         import sys
 
         while True:
-            fn, box, done = self._jobs.get()
-            old = sys.getrecursionlimit()
-            sys.setrecursionlimit(max(old, DEEP_RECURSION_LIMIT))
+            box = done = None
             try:
-                box["value"] = fn()
-            except BaseException as e:  # noqa: BLE001 - re-raised in the caller's thread
-                box["error"] = e
+                fn, box, done = self._jobs.get()
+                old = sys.getrecursionlimit()
+                sys.setrecursionlimit(max(old, DEEP_RECURSION_LIMIT))
+                with self._state:
+                    self._running = box
+                try:
+                    box["value"] = fn()
+                except BaseException as e:  # noqa: BLE001 - re-raised in the caller's thread
+                    box["error"] = e
+                finally:
+                    with self._state:
+                        self._running = None
+                        _set_async_exc(threading.get_ident(), None)  # a cancellation that came too late
+                    sys.setrecursionlimit(old)
+                    done.set()
+            except _Cancelled:  # delivered between the job's end and the clearing above
+                if box is not None and done is not None and not done.is_set():
+                    box.setdefault("error", _Cancelled())
+                    done.set()
             finally:
-                sys.setrecursionlimit(old)
-                done.set()
-                del fn, box, done  # this frame waits for the next job: it must not keep this one's result alive
+                fn = box = done = None  # this frame waits for the next job: it must not keep this one's result
 
-    def run(self, fn) -> dict:
-        """``{"value": ...}`` or ``{"error": exception}``."""
-        if threading.current_thread() is self._thread:  # a compile inside a compile: already deep
+    def run(self, fn, *, timeout: float | None = None, max_memory: int | None = None) -> dict:
+        """``{"value": ...}`` or ``{"error": exception}``; ``{"limit": "timeout" | "memory", ...}`` when
+        the job was stopped at its bounds."""
+        if threading.current_thread() is self._thread:  # a compile inside a compile: already deep and bounded
             box = {}
             try:
                 box["value"] = fn()
@@ -78,22 +131,66 @@ class _DeepRunner:
                     self._thread.start()
                 finally:
                     threading.stack_size(prev)
-        box: dict = {}
-        done = threading.Event()
-        self._jobs.put((fn, box, done))
-        done.wait()
-        return box
+            thread = self._thread
+            box: dict = {}
+            done = threading.Event()
+            if timeout is None and max_memory is None:
+                self._jobs.put((fn, box, done))
+                done.wait()
+                return box
+            start_rss = _resident_bytes() if max_memory is not None else None
+            import time
+
+            t0 = time.monotonic()
+            self._jobs.put((fn, box, done))
+            while not done.wait(_POLL_S):
+                limit = None
+                if timeout is not None and time.monotonic() - t0 > timeout:
+                    limit = "timeout"
+                elif start_rss is not None:
+                    rss = _resident_bytes()
+                    if rss is not None and rss - start_rss > max_memory:
+                        limit = "memory"
+                if limit is not None:
+                    with self._state:
+                        if self._running is box:
+                            _set_async_exc(thread.ident, _Cancelled)
+                            cancelled = True
+                        else:
+                            cancelled = False
+                    done.wait()
+                    # the exception may surface wrapped (raised inside a numba dispatcher's Python
+                    # callback it comes back as SystemError): any error of a cancelled job is the cancellation
+                    if cancelled and "error" in box:
+                        import gc
+
+                        box.clear()
+                        gc.collect()  # what the stopped compile built goes now, not at some later collection
+                        box["limit"] = limit
+                        box["seconds"] = time.monotonic() - t0
+                    return box
+            return box
 
 
 _deep_runner = _DeepRunner()
 
 
-def run_deep(fn):
+def run_deep(fn, *, timeout: float | None = None, max_memory: int | None = None):
     """Run ``fn`` on the compile thread, whose stack is large: deeply nested schemas recurse deeply.
 
-    Errors propagate to the caller; a schema never crashes the process with a
-    RecursionError at Python's default limit."""
-    box = _deep_runner.run(fn)
+    Errors propagate to the caller; a schema never crashes the process with a RecursionError at
+    Python's default limit.  ``timeout`` (seconds) and ``max_memory`` (bytes the process's resident
+    memory may grow by) bound the run: past either, the compile is stopped and
+    ``CompileLimitExceeded`` raised.  The runner's lock makes compiles one at a time."""
+    box = _deep_runner.run(fn, timeout=timeout, max_memory=max_memory)
+    if "limit" in box:
+        if box["limit"] == "timeout":
+            raise CompileLimitExceeded(f"compile stopped after {box['seconds']:.1f} s: over its time bound of "
+                                       f"{timeout:g} s (raise compile_timeout / timeout=, or simplify the constraint)",
+                                       limit="timeout")
+        raise CompileLimitExceeded(f"compile stopped after {box['seconds']:.1f} s: the process grew by more than "
+                                   f"{max_memory / 2**20:.0f} MiB (raise compile_max_memory / max_memory=, or "
+                                   "simplify the constraint)", limit="memory")
     if "error" in box:
         err = box["error"]
         if isinstance(err, RecursionError):
@@ -126,7 +223,12 @@ def _warm_up_string_automata(trie: TokenTrie) -> None:
 class GrammarCompiler:
     """Compiles regexes, Lark grammars and JSON Schemas for one tokenizer."""
 
-    def __init__(self, tokenizer, *, cache_size: int = GRAMMAR_CACHE_ENTRIES):
+    def __init__(self, tokenizer, *, cache_size: int = GRAMMAR_CACHE_ENTRIES,
+                 compile_timeout: float | None = COMPILE_TIMEOUT_S, compile_max_memory: int | None = COMPILE_MAX_MEMORY):
+        """``compile_timeout`` (seconds) and ``compile_max_memory`` (bytes the process's resident memory
+        may grow by during one compile) bound every ``compile_*`` call (None: unbounded); a call's own
+        ``timeout=`` / ``max_memory=`` override them.  Past a bound, ``CompileLimitExceeded``."""
+        self.compile_timeout, self.compile_max_memory = compile_timeout, compile_max_memory
         self.tokenizer = tokenizer
         fp = tokenizer.fingerprint() if hasattr(tokenizer, "fingerprint") else None
         self.trie = TokenTrie.cached(tokenizer.token_bytes, frozenset(tokenizer.special_ids), tokenizer.vocab_size,
@@ -168,10 +270,18 @@ class GrammarCompiler:
                 self._cache.popitem(last=False)
         return g
 
-    def compile_ir(self, ir: GrammarIR, *, kind: str = "grammar", validator=None) -> CompiledGrammar:
-        return CompiledGrammar(ir, self.tokenizer, self.trie, kind=kind, validator=validator)
+    def _bounded(self, job, timeout: float | None, max_memory: int | None):
+        """``job()`` on the compile thread within this call's bounds (the compiler's by default)."""
+        return run_deep(job, timeout=self.compile_timeout if timeout is None else timeout,
+                        max_memory=self.compile_max_memory if max_memory is None else max_memory)
 
-    def compile_regex(self, pattern: str) -> CompiledGrammar:
+    def compile_ir(self, ir: GrammarIR, *, kind: str = "grammar", validator=None, timeout: float | None = None,
+                   max_memory: int | None = None) -> CompiledGrammar:
+        return self._bounded(lambda: CompiledGrammar(ir, self.tokenizer, self.trie, kind=kind, validator=validator),
+                             timeout, max_memory)
+
+    def compile_regex(self, pattern: str, *, timeout: float | None = None,
+                      max_memory: int | None = None) -> CompiledGrammar:
         """The whole output must match ``pattern`` (Python ``re.fullmatch`` semantics)."""
 
         def build():
@@ -187,22 +297,26 @@ class GrammarCompiler:
             ir.rules["start"] = body
             return self.compile_ir(ir, kind="regex")
 
-        return self._cached(("regex", pattern), build)
+        return self._bounded(lambda: self._cached(("regex", pattern), build), timeout, max_memory)
 
-    def compile_lark(self, grammar: str | Path, *, start: str = "start") -> CompiledGrammar:
+    def compile_lark(self, grammar: str | Path, *, start: str = "start", timeout: float | None = None,
+                     max_memory: int | None = None) -> CompiledGrammar:
         """A Lark grammar given as text or as a path to a ``.lark`` file."""
         text, source = load_lark_text(grammar)
-        return self._cached(("lark", text, start),
-                            lambda: self.compile_ir(lark_to_ir(text, start=start, source=source), kind="lark"))
+        return self._bounded(lambda: self._cached(
+            ("lark", text, start), lambda: self.compile_ir(lark_to_ir(text, start=start, source=source), kind="lark")),
+            timeout, max_memory)
 
     def compile_json_schema(self, schema: Any, *, whitespace: str = "flexible", strict: bool = False,
                             lenient: bool = False, max_whitespace: int | None = None,
-                            property_order: str = "schema") -> CompiledGrammar:
+                            property_order: str = "schema", timeout: float | None = None,
+                            max_memory: int | None = None) -> CompiledGrammar:
         """A JSON Schema (dict, JSON text, or Pydantic model class); see ``structgen.grammar.json_schema``.
 
         ``property_order="schema"`` (default) emits defined properties in definition order, then
         additional ones: deterministic and short for generation.  ``"any"`` accepts members in
-        any order -- for checking or completing JSON written elsewhere (MaskBench instances)."""
+        any order -- for checking or completing JSON written elsewhere (MaskBench instances).
+        ``timeout`` / ``max_memory``: this call's bounds (see :class:`GrammarCompiler`)."""
         from .grammar.json_schema import SchemaOptions, schema_to_ir, normalize_schema_input
 
         if property_order not in ("schema", "any"):
@@ -225,7 +339,7 @@ class GrammarCompiler:
             doc = normalize_schema_input(schema)
             return self._cached(("json", json.dumps(doc, sort_keys=True), opts), lambda: build(doc))
 
-        return run_deep(job)
+        return self._bounded(job, timeout, max_memory)
 
     def compile_builtin_json(self, **kw) -> CompiledGrammar:
         """Any JSON value (``grammars/json.lark`` semantics, via the schema ``{}``)."""

@@ -62,3 +62,14 @@ class GenerationError(StructgenError):
 
 class ModelNotFound(StructgenError):
     """The requested model (or the embedded default) is not installed."""
+
+
+class CompileLimitExceeded(StructgenError):
+    """A compile ran past its time or memory bound (``GrammarCompiler(compile_timeout=...,
+    compile_max_memory=...)`` or the ``timeout`` / ``max_memory`` of a ``compile_*`` call) and was
+    stopped; the process is left as it was (the compile thread goes on serving, what the stopped
+    compile built is freed).  ``limit`` is ``"timeout"`` or ``"memory"``."""
+
+    def __init__(self, message: str, *, limit: str):
+        self.limit = limit
+        super().__init__(message)
