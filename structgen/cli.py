@@ -231,7 +231,7 @@ def _run_bench_jsonschemabench(args: argparse.Namespace) -> int:
 def _add_bench(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("bench", help="benchmarks (mask speed/correctness, end-to-end generation, ...)",
                        description="Benchmarks. Subcommands: mask (MaskBench), jsonschemabench (end to end "
-                                   "with a real model), test-suite, grammar, decode, samplers.")
+                                   "with a real model), test-suite, grammar, decode, samplers, fuzz.")
     bench_sub = p.add_subparsers(dest="bench_command", metavar="BENCHMARK")
     bench_sub.required = True
     _add_bench_mask(bench_sub)
@@ -239,6 +239,36 @@ def _add_bench(sub: argparse._SubParsersAction) -> None:
     _add_bench_grammar(bench_sub)
     _add_bench_jsonschemabench(bench_sub)
     _add_bench_samplers(bench_sub)
+    _add_bench_fuzz(bench_sub)
+
+
+def _add_bench_fuzz(bench_sub) -> None:
+    p = bench_sub.add_parser("fuzz", help="generated schemas, regexes and Lark grammars against the engine's promises",
+                             description="Each case (a mutated MaskBench schema, a random schema, a random regex or a "
+                                         "random Lark grammar) runs in a supervised worker: it compiles or raises a "
+                                         "structgen error within its bounds; masks equal brute force at sampled "
+                                         "states; allowed tokens are accepted; completed outputs validate; mutated "
+                                         "schemas classify their instances as jsonschema does. Crashes and hangs are "
+                                         "recorded with a reproducer. Resumable (results.jsonl in --output).")
+    p.add_argument("--n", type=int, default=1000, help="cases (default 1000)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--kinds", default="schema-mutation,schema-random,regex,lark")
+    p.add_argument("--tokenizer", default="smollm2", help="smollm2 (default) or deepseek")
+    p.add_argument("--timeout", type=float, default=90.0, help="seconds per case before it counts as a hang")
+    p.add_argument("--output", default="bench-out/fuzz")
+    p.add_argument("--no-progress", action="store_true")
+    p.set_defaults(func=_run_bench_fuzz)
+
+
+def _run_bench_fuzz(args) -> int:
+    from .bench.fuzz import format_fuzz_table, run_fuzz
+
+    summary = run_fuzz(n=args.n, seed=args.seed, kinds=tuple(k for k in args.kinds.split(",") if k),
+                       output=args.output, tokenizer=args.tokenizer, timeout=args.timeout,
+                       progress=not args.no_progress)
+    print(format_fuzz_table(summary))
+    print(f"results: {args.output}/results.jsonl, reproducers: {args.output}/reproducers/")
+    return 0 if summary["failures"] == 0 else 1
 
 
 def _add_bench_samplers(bench_sub) -> None:

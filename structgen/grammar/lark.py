@@ -13,7 +13,7 @@ from pathlib import Path
 
 from ..errors import GrammarError, UnsupportedFeature
 from .ir import Alt, EPSILON, Expr, GrammarIR, Repeat, Sym, alt, seq
-from .regex import compile_regex
+from .regex import compile_regex, has_anchor
 
 
 try:  # lark uses the ``regex`` module when it is installed
@@ -94,6 +94,10 @@ def lark_to_ir(text: str, *, start: str = "start", source: str = "<grammar>") ->
         flags = _flags_int(pat.flags)
         regex = re.escape(pat.value) if pat.type == "str" else pat.value
         try:
+            if pat.type != "str" and has_anchor(regex, flags):
+                raise UnsupportedFeature(f"regular expression {regex!r} uses an anchor (^, $, \\A or \\Z): in a Lark "
+                                         "terminal it ties the terminal to the start or end of the whole input, which "
+                                         "structgen does not model")
             dfa = compile_regex(regex, flags=flags)
         except (GrammarError, UnsupportedFeature) as e:
             raise GrammarError(f"terminal {t.name} of {source}: {e}") from None

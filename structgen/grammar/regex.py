@@ -161,6 +161,30 @@ class _Builder:
             nfa.add_eps(cur, b)
 
 
+_ANCHORS = (C.AT_BEGINNING, C.AT_BEGINNING_STRING, C.AT_END, C.AT_END_STRING)
+
+
+def has_anchor(pattern: str, flags: int = 0) -> bool:
+    """Whether ``pattern`` contains ``^``, ``$``, ``\\A`` or ``\\Z`` anywhere (for front ends in which an
+    anchor means more than "the whole token": in a Lark terminal it ties the terminal to the start or
+    end of the whole input)."""
+    def walk(items) -> bool:
+        for op, arg in items:
+            if op is C.AT and arg in _ANCHORS:
+                return True
+            if op is C.BRANCH and any(walk(alt) for alt in arg[1]):
+                return True
+            if op is C.SUBPATTERN and walk(arg[3]):
+                return True
+            if op in (C.MAX_REPEAT, C.MIN_REPEAT, getattr(C, "POSSESSIVE_REPEAT", None)) and walk(arg[2]):
+                return True
+            if op in (C.ASSERT, C.ASSERT_NOT) and walk(arg[1]):
+                return True
+        return False
+
+    return walk(parse(pattern, flags))
+
+
 def _split_anchors(items: list) -> tuple[bool, list, bool]:
     """Strip a leading ^ and trailing $ of one top-level alternative."""
     start = end = False

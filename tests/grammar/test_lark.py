@@ -89,3 +89,17 @@ def test_errors_are_grammar_errors(comp):
         comp.compile_lark("start: BAD\nBAD: /[a-/\n")
     with pytest.raises(GrammarError, match="cannot read"):  # was FileNotFoundError
         comp.compile_lark("%import .missing_module.THING\nstart: THING\n")
+
+
+@pytest.mark.parametrize("terminal", [r"/9$/", r"/^\D/", r"/a(b|^c)/", r"/(?=x$)x/", r"/\Aab/"])
+def test_an_anchor_in_a_terminal_is_refused_naming_it(comp, terminal):
+    """In Lark an anchor ties a terminal to the start or end of the whole input (found by the fuzzer:
+    structgen used to treat it as a no-op and accept text lark refuses)."""
+    with pytest.raises(GrammarError, match="terminal T0 .*anchor"):
+        comp.compile_lark(f'start: " " T0\nT0: {terminal}\n')
+
+
+def test_dollar_and_caret_as_characters_are_fine(comp):
+    g = comp.compile_lark('start: T0+\nT0: /[$^]/ | /\\$/\n')
+    m = Matcher(g)
+    assert m.accept_string("$^$") and m.is_accepting()

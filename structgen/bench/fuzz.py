@@ -1,0 +1,348 @@
+"""``structgen bench fuzz``: generated constraints against the engine's promises, case by case.
+
+Each case (``structgen.bench.fuzz_cases``) runs in a supervised worker (``bench.watchdog``), so a
+crash or a hang is recorded with the input that caused it, saved as a reproducer.  For each case:
+
+1. it compiles within a time and memory bound, or raises a structgen error (anything else is a
+   *foreign* exception);
+2. random walks through the tokens its masks allow: every sampled allowed token is accepted (a
+   grammar with checks at commit may refuse one: that is its documented contract), and at a few
+   reachable states the mask is compared with brute force (``accept_token`` on every token of the
+   vocabulary: equal, or a superset where checks act at commit);
+3. every output a walk completes validates (``jsonschema`` with format assertion, ``re.fullmatch``,
+   lark's own Earley parser);
+4. for mutated MaskBench schemas, each instance is classified as ``jsonschema`` classifies it
+   under the mutated schema (where jsonschema's verdict is a reference: see
+   :func:`_jsonschema_can_judge`): a valid one must be accepted to its end, an invalid one refused.
+
+Outcomes: ``ok``, ``refused`` (a structgen error at compile: an unsupported or invalid input said
+clearly) and ``refused_late`` (a structgen error while matching, e.g. an ambiguity limit) are not
+failures; ``foreign``, ``crash``, ``hang``, ``mask_mismatch``, ``accept_mismatch``, ``invalid_output``,
+``valid_rejected`` and ``invalid_accepted`` are failures.  Results go to ``results.jsonl`` (the run
+resumes from it), failures to ``reproducers/<id>.json``.
+"""
+from __future__ import annotations
+
+import json
+import random
+import time
+import traceback
+from pathlib import Path
+from typing import Any
+
+from .fuzz_cases import KINDS, load_maskbench_rows, make_case
+
+__all__ = ["run_fuzz", "check_case", "format_fuzz_table", "FAILURES"]
+
+FAILURES = ("foreign", "crash", "hang", "mask_mismatch", "accept_mismatch", "invalid_output", "valid_rejected",
+            "invalid_accepted")
+COMPILE_TIMEOUT_S = 20.0
+CASE_TIMEOUT_S = 90.0
+
+
+class _Checker:
+    """The worker's side: one tokenizer and compiler, one case at a time."""
+
+    def __init__(self, tokenizer: str = "smollm2") -> None:
+        from ..compiler import GrammarCompiler
+        from ..tokenizer import load_tokenizer_info
+
+        self.info = load_tokenizer_info(tokenizer)
+        self.compiler = GrammarCompiler(self.info, cache_size=4, compile_timeout=COMPILE_TIMEOUT_S,
+                                        compile_max_memory=2 << 30)
+        self.eos = set(self.info.eos_ids)
+
+    def __call__(self, case: dict) -> dict:
+        try:
+            return check_case(case, self)
+        except Exception:  # noqa: BLE001 - a foreign exception is a finding, with its traceback
+            return {"status": "foreign", "detail": traceback.format_exc()[-2000:]}
+
+
+class _Factory:
+    """Picklable worker factory."""
+
+    def __init__(self, tokenizer: str) -> None:
+        self.tokenizer = tokenizer
+
+    def __call__(self):
+        checker = _Checker(self.tokenizer)
+        return checker, {"vocab": checker.info.vocab_size}
+
+
+def _compile(case: dict, checker: _Checker):
+    kind, src = case["kind"], case["source"]
+    c = checker.compiler
+    if kind.startswith("schema"):
+        return c.compile_json_schema(src, property_order="any")
+    if kind == "regex":
+        return c.compile_regex(src)
+    return c.compile_lark(src)
+
+
+def _validator(case: dict, grammar):
+    """A function output bytes -> error text (None when valid)."""
+    kind, src = case["kind"], case["source"]
+    if kind.startswith("schema"):
+        import jsonschema
+
+        v = grammar.validator
+        if v is None:
+            cls = jsonschema.validators.validator_for(src)
+            v = cls(src, format_checker=cls.FORMAT_CHECKER)
+
+        def check(out: bytes) -> str | None:
+            try:
+                value = json.loads(out.decode("utf-8"))
+            except (UnicodeDecodeError, ValueError) as e:
+                return f"not JSON: {e}"
+            err = next(iter(v.iter_errors(value)), None)
+            return None if err is None else f"{err.message} at {list(err.path)}"
+        return check
+    if kind == "regex":
+        import re
+
+        rx = re.compile(src)
+
+        def check(out: bytes) -> str | None:
+            try:
+                text = out.decode("utf-8")
+            except UnicodeDecodeError as e:
+                return f"not UTF-8: {e}"
+            return None if rx.fullmatch(text) else "no re.fullmatch"
+        return check
+    import lark
+
+    # dynamic_complete: a regex terminal matches every string of its language (greedy or lazy), the
+    # language semantics structgen gives terminals (lark's "dynamic" lexer takes one match per position)
+    parser = lark.Lark(src, parser="earley", lexer="dynamic_complete", start="start")
+
+    def check(out: bytes) -> str | None:
+        try:
+            parser.parse(out.decode("utf-8"))
+            return None
+        except (UnicodeDecodeError, lark.exceptions.LarkError) as e:
+            return f"lark refuses it: {str(e)[:200]}"
+        except Exception:  # noqa: BLE001 - lark's own internal error ("please report this bug"): no verdict
+            return None
+    return check
+
+
+def _allowed(m, vocab: int):
+    import numpy as np
+
+    words = np.ascontiguousarray(m.next_token_mask(), dtype=np.uint32)
+    return np.flatnonzero(np.unpackbits(words.view(np.uint8), bitorder="little")[:vocab])
+
+
+def _brute_force(m, info) -> set[int]:
+    out = set()
+    for t in range(info.vocab_size):
+        if m.accept_token(t):
+            out.add(t)
+            m.rollback(1)
+    return out
+
+
+def check_case(case: dict, checker: _Checker) -> dict:
+    """The checks of the module docstring on one case."""
+    from ..errors import StructgenError
+
+    t0 = time.perf_counter()
+    try:
+        grammar = _compile(case, checker)
+    except StructgenError as e:
+        return {"status": "refused", "detail": f"{type(e).__name__}: {str(e)[:300]}",
+                "seconds": time.perf_counter() - t0}
+    validate = _validator(case, grammar)
+    try:
+        return _walks_and_instances(case, checker, grammar, validate, t0)
+    except StructgenError as e:  # a clear error while matching (e.g. an ambiguity limit): said, not silent
+        return {"status": "refused_late", "detail": f"{type(e).__name__}: {str(e)[:300]}",
+                "seconds": time.perf_counter() - t0}
+
+
+def _walks_and_instances(case: dict, checker: _Checker, grammar, validate, t0: float) -> dict:
+    from ..engine.matcher import Matcher
+
+    rng = random.Random(case["id"])
+    info, eos = checker.info, checker.eos
+    stats = {"walks": 0, "completed": 0, "brute_forced": 0, "steps": 0}
+    for walk in range(3):
+        m = Matcher(grammar)
+        stats["walks"] += 1
+        out = bytearray()
+        for step in range(48):
+            allowed = _allowed(m, info.vocab_size)
+            if walk == 0 and step in (0, 3) or (walk == 1 and step == 7):
+                brute = _brute_force(m, info)
+                stats["brute_forced"] += 1
+                masked = set(int(t) for t in allowed)
+                extra, missing = brute - masked, masked - brute
+                if extra or (missing and not m.checks_at_commit):
+                    return {"status": "mask_mismatch", "detail": f"step {step} after {bytes(out)[-80:]!r}: accepted but "
+                            f"masked out {sorted(extra)[:10]}, allowed but refused {sorted(missing)[:10]}", **stats}
+            if not len(allowed):
+                break
+            stats["steps"] += 1
+            ids = [int(t) for t in allowed]
+            can_end = any(t in eos for t in ids)
+            if can_end and (rng.random() < 0.15 + step / 60 or len(ids) == 1):
+                err = validate(bytes(out))
+                if err is not None:
+                    return {"status": "invalid_output", "detail": f"{bytes(out)[:300]!r}: {err}", **stats}
+                stats["completed"] += 1
+                break
+            pool = [t for t in ids if t not in eos] or ids
+            candidates = rng.sample(pool, min(8, len(pool)))
+            taken = None
+            best = None
+            for t in candidates:
+                if t in eos:
+                    continue
+                if not m.accept_token(t):
+                    if not m.checks_at_commit:
+                        return {"status": "accept_mismatch", "detail": f"token {t} ({info.token_bytes[t]!r}) allowed "
+                                f"by the mask but refused after {bytes(out)[-80:]!r}", **stats}
+                    continue
+                need = m.min_completion_bytes()
+                m.rollback(1)
+                if best is None or need < best[0]:
+                    best = (need, t)
+                if taken is None:
+                    taken = t
+            if taken is None:
+                break
+            t = best[1] if step > 16 and rng.random() < 0.7 else taken  # steer late walks towards the end
+            m.accept_token(t)
+            out += info.token_bytes[t]
+    result = {"status": "ok", **stats}
+    if case.get("instances") and _jsonschema_can_judge(case["source"]):
+        import jsonschema
+
+        cls = jsonschema.validators.validator_for(case["source"])
+        try:
+            v = cls(case["source"], format_checker=cls.FORMAT_CHECKER)
+        except Exception:  # noqa: BLE001 - a mutated schema jsonschema itself cannot use: nothing to compare
+            v = None
+        for data in case["instances"] if v is not None else []:
+            try:
+                valid = v.is_valid(data)
+            except Exception:  # noqa: BLE001 - e.g. a pattern Python's re cannot compile
+                continue
+            m = Matcher(grammar)
+            text = json.dumps(data, ensure_ascii=False).encode("utf-8")
+            took = m.accept_bytes(text) and m.is_accepting()
+            if valid and not took:
+                return {"status": "valid_rejected", "detail": f"{text[:300]!r}", **stats}
+            if not valid and took:
+                return {"status": "invalid_accepted", "detail": f"{text[:300]!r}", **stats}
+        result["instances"] = len(case["instances"])
+    result["seconds"] = time.perf_counter() - t0
+    return result
+
+
+def _jsonschema_can_judge(schema: Any) -> bool:
+    """Whether ``jsonschema``'s verdict on instances is a reference for this schema: not when it uses a
+    ``format`` jsonschema cannot check here (it then passes anything, where structgen asserts the
+    format) or a fractional ``multipleOf`` (jsonschema divides in floating point: 2000 is no multiple
+    of 1e-09 for it; structgen's decimal arithmetic is exact)."""
+    import jsonschema
+
+    cls = jsonschema.validators.validator_for(schema) if isinstance(schema, dict) else None
+    known = set(cls.FORMAT_CHECKER.checkers) if cls is not None else set()
+    stack = [schema]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, dict):
+            f = node.get("format")
+            if isinstance(f, str) and f not in known:
+                return False
+            mo = node.get("multipleOf")
+            if isinstance(mo, (int, float)) and not isinstance(mo, bool) and mo != int(mo):
+                return False
+            stack.extend(node.values())
+        elif isinstance(node, list):
+            stack.extend(node)
+    return True
+
+
+def run_fuzz(*, n: int, seed: int = 0, kinds: tuple[str, ...] = KINDS, output: str | Path = "bench-out/fuzz",
+             tokenizer: str = "smollm2", data: str | Path | None = None, timeout: float = CASE_TIMEOUT_S,
+             progress: bool = True, in_process: bool = False) -> dict:
+    """Run cases ``0..n-1`` of campaign ``seed`` (those already in ``results.jsonl`` are skipped)."""
+    from tqdm import tqdm
+
+    out = Path(output)
+    (out / "reproducers").mkdir(parents=True, exist_ok=True)
+    results_path = out / "results.jsonl"
+    done: dict[str, dict] = {}
+    if results_path.exists():
+        for line in results_path.read_text().splitlines():
+            try:
+                r = json.loads(line)
+                done[r["id"]] = r
+            except (ValueError, KeyError):
+                continue
+    rows = None
+    if "schema-mutation" in kinds:
+        path = Path(data) if data else Path(__file__).resolve().parents[3] / "shared" / "data" / "maskbench-dev.jsonl.gz"
+        rows = load_maskbench_rows(path) if path.exists() else None
+    worker = None
+    checker = None
+    if in_process:
+        checker = _Checker(tokenizer)
+    else:
+        from .watchdog import Worker
+
+        worker = Worker(_Factory(tokenizer), mem_limit_gb=8, log_path=str(out / "worker.log"))
+    bar = tqdm(total=n, desc="fuzz", disable=not progress, unit="case")
+    counts: dict[str, int] = {}
+    by_kind: dict[str, dict[str, int]] = {}
+    try:
+        with open(results_path, "a") as f:
+            for i in range(n):
+                case = make_case(seed, i, kinds, rows)
+                r = done.get(case["id"])
+                if r is None:
+                    if checker is not None:
+                        r = checker(case)
+                    else:
+                        call = worker.call(case, timeout)
+                        if call.status == "ok":
+                            r = call.value
+                        elif call.status == "timeout":
+                            r = {"status": "hang", "detail": call.error}
+                        elif call.status == "crash":
+                            r = {"status": "crash", "detail": call.error}
+                        else:
+                            r = {"status": "foreign", "detail": call.error}
+                    r = {"id": case["id"], "kind": case["kind"], **r}
+                    f.write(json.dumps(r) + "\n")
+                    f.flush()
+                    if r["status"] in FAILURES:
+                        (out / "reproducers" / f"{case['id']}.json").write_text(json.dumps({**case, "result": r}, indent=1))
+                counts[r["status"]] = counts.get(r["status"], 0) + 1
+                k = by_kind.setdefault(r["kind"], {})
+                k[r["status"]] = k.get(r["status"], 0) + 1
+                bar.update(1)
+                bar.set_postfix({s: c for s, c in counts.items() if s in FAILURES} or {"failures": 0})
+    finally:
+        bar.close()
+        if worker is not None:
+            worker.stop()
+    summary = {"n": n, "seed": seed, "kinds": list(kinds), "counts": counts, "by_kind": by_kind,
+               "failures": sum(c for s, c in counts.items() if s in FAILURES)}
+    (out / "summary.json").write_text(json.dumps(summary, indent=1))
+    return summary
+
+
+def format_fuzz_table(summary: dict) -> str:
+    statuses = ["ok", "refused", "refused_late", *FAILURES]
+    lines = ["| kind | cases | " + " | ".join(statuses) + " |", "|---|---:|" + "---:|" * len(statuses)]
+    for kind, c in sorted(summary["by_kind"].items()):
+        lines.append(f"| {kind} | {sum(c.values())} | " + " | ".join(str(c.get(s, 0)) for s in statuses) + " |")
+    tot = summary["counts"]
+    lines.append(f"| all | {sum(tot.values())} | " + " | ".join(str(tot.get(s, 0)) for s in statuses) + " |")
+    lines.append(f"\nfailures: {summary['failures']}")
+    return "\n".join(lines)

@@ -1,0 +1,58 @@
+"""The fuzz campaign: a seeded slice finds nothing, and every kind of finding is recorded."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from structgen.bench.fuzz import FAILURES, check_case, format_fuzz_table, run_fuzz
+from structgen.bench.fuzz_cases import KINDS, make_case
+
+
+def test_cases_are_a_pure_function_of_seed_and_index():
+    a = [make_case(3, i, KINDS, None) for i in range(12)]
+    assert a == [make_case(3, i, KINDS, None) for i in range(12)]
+    assert {c["kind"] for c in a} == {"schema-random", "regex", "lark"}  # no MaskBench rows: random schemas
+    assert a != [make_case(4, i, KINDS, None) for i in range(12)]
+
+
+def test_a_seeded_slice_finds_nothing(tmp_path):
+    """The CI slice: every kind, run in the supervised worker."""
+    summary = run_fuzz(n=120, seed=7, output=tmp_path, progress=False)
+    assert summary["failures"] == 0, [json.loads(line) for line in (tmp_path / "results.jsonl").read_text().splitlines()
+                                      if json.loads(line)["status"] in FAILURES]
+    assert summary["counts"].get("ok", 0) > 40
+    assert "| all | 120 |" in format_fuzz_table(summary)
+    again = run_fuzz(n=120, seed=7, output=tmp_path, progress=False)  # resumed: nothing is run twice
+    assert again["counts"] == summary["counts"]
+    assert len((tmp_path / "results.jsonl").read_text().splitlines()) == 120
+
+
+@pytest.fixture(scope="module")
+def checker():
+    from structgen.bench.fuzz import _Checker
+
+    return _Checker("smollm2")
+
+
+def test_the_checks_catch_what_they_are_for(checker, monkeypatch):
+    ok = check_case({"id": "x", "kind": "regex", "source": r"(ab|c)[0-9]{1,3}"}, checker)
+    assert ok["status"] == "ok" and ok["brute_forced"] >= 2
+    refused = check_case({"id": "y", "kind": "regex", "source": "[z-a]"}, checker)
+    assert refused["status"] == "refused" and "GrammarError" in refused["detail"]
+    # an instance the schema admits but the engine refuses is reported (here: a wrong instance list)
+    case = {"id": "z", "kind": "schema-mutation", "source": {"type": "integer", "maximum": 3}, "instances": [2, 9]}
+    assert check_case(case, checker)["status"] == "ok"
+    import jsonschema
+
+    class Never:  # a reference that calls every instance invalid: the engine's acceptance is then reported
+        FORMAT_CHECKER = jsonschema.Draft202012Validator.FORMAT_CHECKER
+
+        def __init__(self, schema, format_checker=None):
+            pass
+
+        def is_valid(self, data):
+            return False
+
+    monkeypatch.setattr(jsonschema.validators, "validator_for", lambda schema, *a, **k: Never)
+    assert check_case({**case, "id": "z2"}, checker)["status"] == "invalid_accepted"
