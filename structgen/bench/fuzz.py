@@ -91,13 +91,34 @@ def _validator(case: dict, grammar):
             cls = jsonschema.validators.validator_for(src)
             v = cls(src, format_checker=cls.FORMAT_CHECKER)
 
+        exact: list = []
+
         def check(out: bytes) -> str | None:
             try:
                 value = json.loads(out.decode("utf-8"))
             except (UnicodeDecodeError, ValueError) as e:
                 return f"not JSON: {e}"
             err = next(iter(v.iter_errors(value)), None)
-            return None if err is None else f"{err.message} at {list(err.path)}"
+            if err is None:
+                return None
+            # Python floats round JSON numbers (353665185143435180477.0 is a multiple of 7, its float is
+            # not): ask again with every number exact, schema and output both read with Decimal
+            from decimal import Decimal
+
+            try:
+                if not exact:
+                    doc = json.loads(json.dumps(src), parse_float=Decimal)
+                    cls = jsonschema.validators.validator_for(doc)
+                    exact.append(cls(doc, format_checker=cls.FORMAT_CHECKER))
+                def number(text: str):  # exact, and integral values as ints (1.0 is an integer in JSON Schema)
+                    d = Decimal(text)
+                    return int(d) if d.is_finite() and d == d.to_integral_value() else d
+
+                if exact[0].is_valid(json.loads(out.decode("utf-8"), parse_float=number)):
+                    return None
+            except Exception:  # noqa: BLE001 - no exact verdict to be had: the float one stands
+                pass
+            return f"{err.message} at {list(err.path)}"
         return check
     if kind == "regex":
         import re

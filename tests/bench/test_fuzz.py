@@ -56,3 +56,11 @@ def test_the_checks_catch_what_they_are_for(checker, monkeypatch):
 
     monkeypatch.setattr(jsonschema.validators, "validator_for", lambda schema, *a, **k: Never)
     assert check_case({**case, "id": "z2"}, checker)["status"] == "invalid_accepted"
+
+
+def test_numbers_are_judged_exactly(checker):
+    """A walk on this case ends in 353665185143435180477.0: a multiple of 7 and an integer in JSON
+    Schema, though not once Python reads it as a float; the checker asks again with exact numbers."""
+    case = make_case(0, 6385, KINDS, None)
+    assert case["source"] == {"type": "integer", "minimum": 0, "multipleOf": 7}
+    assert check_case(case, checker)["status"] == "ok"
