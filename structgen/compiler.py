@@ -7,8 +7,10 @@ requests with the same schema compiles it once.
 from __future__ import annotations
 
 import json
+import os
 import queue
 import threading
+import time
 from collections import OrderedDict
 from pathlib import Path
 from typing import Any
@@ -61,9 +63,7 @@ def _resident_bytes() -> int | None:
 
 
 try:
-    import os as _os
-
-    _PAGE = _os.sysconf("SC_PAGE_SIZE")
+    _PAGE = os.sysconf("SC_PAGE_SIZE")
 except (AttributeError, ValueError, OSError):  # pragma: no cover - not POSIX
     _PAGE = 4096
 
@@ -134,15 +134,12 @@ class _DeepRunner:
             thread = self._thread
             box: dict = {}
             done = threading.Event()
-            if timeout is None and max_memory is None:
-                self._jobs.put((fn, box, done))
-                done.wait()
-                return box
             start_rss = _resident_bytes() if max_memory is not None else None
-            import time
-
             t0 = time.monotonic()
             self._jobs.put((fn, box, done))
+            if timeout is None and max_memory is None:
+                done.wait()
+                return box
             while not done.wait(_POLL_S):
                 limit = None
                 if timeout is not None and time.monotonic() - t0 > timeout:

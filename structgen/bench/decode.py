@@ -36,10 +36,8 @@ def forward_costs(model: Any, threads: list[int], ks=(1, 2, 4, 8), repeats: int 
     from ..runtime.kv_cache import KVCacheModel
 
     rows = []
-    installed = fast_linear.is_installed(model.hf_model)
-    try:
-        for fast in (False, True):
-            (fast_linear.install if fast else fast_linear.uninstall)(model.hf_model)
+    for fast in (False, True):
+        with fast_linear.using(model.hf_model, fast):
             for th in threads:
                 torch.set_num_threads(th)
                 kv = KVCacheModel(model.hf_model)
@@ -54,8 +52,6 @@ def forward_costs(model: Any, threads: list[int], ks=(1, 2, 4, 8), repeats: int 
                         kv.crop(300)
                     row[f"k={k}"] = 1e3 * statistics.median(ts)
                 rows.append(row)
-    finally:
-        (fast_linear.install if installed else fast_linear.uninstall)(model.hf_model)
     return rows
 
 

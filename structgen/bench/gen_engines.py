@@ -282,13 +282,8 @@ class StructgenTorchLinearGen(StructgenGen):
     def generate(self, model, prompt_text, prompt_ids, handle, *, max_tokens):
         from ..runtime import fast_linear
 
-        was = fast_linear.is_installed(model.hf_model)
-        fast_linear.uninstall(model.hf_model)
-        try:
+        with fast_linear.using(model.hf_model, fast=False):
             return super().generate(model, prompt_text, prompt_ids, handle, max_tokens=max_tokens)
-        finally:
-            if was:
-                fast_linear.install(model.hf_model)
 
 
 class MaskEngineMatcher:

@@ -121,15 +121,14 @@ def _sorted_vocabulary(info: Any) -> tuple[list[bytes], Any]:
 
 @dataclass
 class DraftStats:
-    """What speculation did in one decoding: tokens proposed and kept, per source."""
+    """What speculation did in one decoding: tokens proposed and kept, per source (forward passes are
+    the KV cache's own count, ``GenerationResult.forward_passes``)."""
 
-    forward_passes: int = 0
     drafted: dict[str, int] = field(default_factory=lambda: {"forced": 0, "lookup": 0})
     accepted: dict[str, int] = field(default_factory=lambda: {"forced": 0, "lookup": 0})
 
     def as_dict(self) -> dict[str, Any]:
-        return {"forward_passes": self.forward_passes, "drafted": dict(self.drafted),
-                "accepted": dict(self.accepted)}
+        return {"drafted": dict(self.drafted), "accepted": dict(self.accepted)}
 
 
 class Drafter:

@@ -16,12 +16,13 @@ relative); plain and speculative decoding both run through it, so they stay toke
 from __future__ import annotations
 
 import types
-from typing import Any
+from contextlib import contextmanager
+from typing import Any, Iterator
 
 import torch
 import torch.nn.functional as F
 
-__all__ = ["install", "uninstall", "is_installed", "SKINNY_MAX_ROWS"]
+__all__ = ["install", "uninstall", "is_installed", "using", "SKINNY_MAX_ROWS"]
 
 #: Row counts up to which ``W @ x.T`` is used (above it ``F.linear`` is as fast or faster).
 SKINNY_MAX_ROWS = 8
@@ -65,3 +66,15 @@ def uninstall(hf_model: Any) -> None:
 
 def is_installed(hf_model: Any) -> bool:
     return any(getattr(m, _MARK, False) for m in hf_model.modules())
+
+
+@contextmanager
+def using(hf_model: Any, fast: bool) -> Iterator[None]:
+    """Run the block with the skinny path on (``fast=True``) or off, then put back what was there
+    (benchmarks compare both paths on one loaded model)."""
+    was = is_installed(hf_model)
+    (install if fast else uninstall)(hf_model)
+    try:
+        yield
+    finally:
+        (install if was else uninstall)(hf_model)

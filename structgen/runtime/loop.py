@@ -241,7 +241,6 @@ class Decoding:
         fed behind it."""
         draft, sources = self._propose(self.prompt)
         rows = self._kv.forward(self.prompt + draft, logits_to_keep=len(draft) + 1)
-        self.draft_stats.forward_passes += 1
         self._pending.extend(zip(draft, sources, rows[1:]))
         return rows[0]
 
@@ -272,7 +271,6 @@ class Decoding:
             self._kv.crop(kept)
         draft, sources = self._propose(self.prompt + self.tokens)
         rows = self._kv.forward([t, *draft])
-        self.draft_stats.forward_passes += 1
         pending.extend(zip(draft, sources, rows[1:]))
         return rows[0]
 
