@@ -28,31 +28,41 @@ SCHEMA = {"type": "array", "minItems": 3, "maxItems": 3, "items": {
 MODES = ("plain", "jump-forward", "speculative")
 
 
-def forward_costs(model: Any, threads: list[int], ks=(1, 2, 4, 8), repeats: int = 7) -> list[dict]:
-    """Median ms of one forward over k new tokens, per thread count and linear path."""
-    import torch
-
+def forward_costs(model: Any, threads: list[int], ks=(1, 2, 4, 8), repeats: int = 7,
+                  quantized: Any = None) -> list[dict]:
+    """Median ms of one forward over k new tokens, per thread count and linear path (and on
+    ``quantized``, the ``load_model(quantized=True)`` twin, when given)."""
     from ..runtime import fast_linear
-    from ..runtime.kv_cache import KVCacheModel
 
     rows = []
     for fast in (False, True):
         with fast_linear.using(model.hf_model, fast):
             for th in threads:
-                torch.set_num_threads(th)
-                kv = KVCacheModel(model.hf_model)
-                kv.forward(list(range(1000, 1300)), logits_to_keep=1)
-                row = {"linear": "fast_linear" if fast else "F.linear", "threads": th}
-                for k in ks:
-                    ts = []
-                    for _ in range(repeats):
-                        t0 = time.perf_counter()
-                        kv.forward(list(range(2000, 2000 + k)))
-                        ts.append(time.perf_counter() - t0)
-                        kv.crop(300)
-                    row[f"k={k}"] = 1e3 * statistics.median(ts)
-                rows.append(row)
+                rows.append({"linear": "fast_linear" if fast else "F.linear", "threads": th,
+                             **_forward_ms(model, th, ks, repeats)})
+    for th in threads if quantized is not None else ():
+        rows.append({"linear": "q4 (int4 kernel)", "threads": th, **_forward_ms(quantized, th, ks, repeats)})
     return rows
+
+
+def _forward_ms(model: Any, threads: int, ks, repeats: int) -> dict[str, float]:
+    import torch
+
+    from ..runtime.kv_cache import KVCacheModel
+
+    torch.set_num_threads(threads)
+    kv = KVCacheModel(model.hf_model)
+    kv.forward(list(range(1000, 1300)), logits_to_keep=1)
+    row = {}
+    for k in ks:
+        ts = []
+        for _ in range(repeats):
+            t0 = time.perf_counter()
+            kv.forward(list(range(2000, 2000 + k)))
+            ts.append(time.perf_counter() - t0)
+            kv.crop(300)
+        row[f"k={k}"] = 1e3 * statistics.median(ts)
+    return row
 
 
 def _constraints(model: Any) -> dict[str, Any]:
@@ -64,8 +74,10 @@ def _constraints(model: Any) -> dict[str, Any]:
             "schema": comp.compile_json_schema(SCHEMA, whitespace="compact")}
 
 
-def decode_speeds(model: Any, *, n_tokens: int, repeats: int, threads: int) -> list[dict]:
-    """Greedy tokens/s per (constraint, mode); outputs checked against plain decoding's."""
+def decode_speeds(model: Any, *, n_tokens: int, repeats: int, threads: int,
+                  baseline: dict[str, float] | None = None) -> list[dict]:
+    """Greedy tokens/s per (constraint, mode); outputs checked against plain decoding's.  ``baseline``:
+    plain tokens/s per constraint that ``vs plain`` divides by (default: this run's plain rows)."""
     import torch
 
     from ..api import schema_prompt
@@ -107,11 +119,14 @@ def decode_speeds(model: Any, *, n_tokens: int, repeats: int, threads: int) -> l
                 continue
             if mode == "plain":
                 reference = outs[0]
-            rows.append({"constraint": cname, "mode": mode, "threads": threads, "tokens": len(outs[0]),
+            rows.append({"constraint": cname, "mode": mode, "weights": "q4" if getattr(model, "quantized", False)
+                         else "fp32", "threads": threads, "tokens": len(outs[0]),
                          "tokens_per_s": statistics.median(speeds), "ms_per_token": 1e3 / statistics.median(speeds),
                          "tokens_per_forward": statistics.median(passes), "forced_fraction": statistics.median(forced),
                          "identical": all(o == reference for o in outs)})
     base = {r["constraint"]: r["tokens_per_s"] for r in rows if r.get("mode") == "plain" and "error" not in r}
+    if baseline is not None:  # speed-ups against another run's plain rows (fp32 for the q4 twin)
+        base = baseline
     for r in rows:
         if "error" not in r and r["constraint"] in base:
             r["speedup"] = r["tokens_per_s"] / base[r["constraint"]]
@@ -151,16 +166,23 @@ def batch_throughput(model: Any, *, sizes=(1, 4, 16), max_tokens: int = 48, thre
 
 
 def run_decode_bench(*, n_tokens: int = 128, repeats: int = 3, threads: list[int] | None = None,
-                     fast: bool = True, batches: tuple[int, ...] = (1, 4, 16)) -> dict:
-    """The tables, as dicts (see the module docstring)."""
+                     fast: bool = True, batches: tuple[int, ...] = (1, 4, 16), quantized: bool = True) -> dict:
+    """The tables, as dicts (see the module docstring).  ``quantized``: also the
+    ``load_model(quantized=True)`` twin (int4 weights), when torch has the kernel."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    from ..models import load_model
+    from ..models import load_model, quantized_copy
+    from ..runtime import gguf_q4
 
     threads = threads or [1, 2]
     model = load_model(fast_linear=fast)
-    out: dict[str, Any] = {"forward": forward_costs(model, threads), "decode": []}
+    q4 = quantized_copy(model) if quantized and gguf_q4.available() else None
+    out: dict[str, Any] = {"forward": forward_costs(model, threads, quantized=q4), "decode": []}
     for th in threads:
-        out["decode"] += decode_speeds(model, n_tokens=n_tokens, repeats=repeats, threads=th)
+        rows = decode_speeds(model, n_tokens=n_tokens, repeats=repeats, threads=th)
+        out["decode"] += rows
+        if q4 is not None:
+            plain = {r["constraint"]: r["tokens_per_s"] for r in rows if r.get("mode") == "plain" and "error" not in r}
+            out["decode"] += decode_speeds(q4, n_tokens=n_tokens, repeats=repeats, threads=th, baseline=plain)
     out["batch"] = batch_throughput(model, sizes=batches, threads=max(threads)) if batches else []
     return out
 
@@ -173,13 +195,13 @@ def format_decode_tables(res: dict) -> str:
         lines.append(f"| {r['linear']} | {r['threads']} | " + " | ".join(f"{r[k]:.1f}" for k in ks)
                      + f" | {r['k=4'] / r['k=1']:.2f} |")
     lines += ["", "Greedy decoding (tokens/s, median; identical = same tokens as plain decoding):", "",
-              "| constraint | mode | threads | tokens | tokens/s | ms/token | vs plain | tokens/forward "
-              "| forced | identical |", "|---|---|---:|---:|---:|---:|---:|---:|---:|---|"]
+              "| constraint | mode | weights | threads | tokens | tokens/s | ms/token | vs fp32 plain "
+              "| tokens/forward | forced | identical |", "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---|"]
     for r in res["decode"]:
         if "error" in r:
-            lines.append(f"| {r['constraint']} | {r['mode']} | | | error: {r['error']} | | | | | |")
+            lines.append(f"| {r['constraint']} | {r['mode']} | | | | error: {r['error']} | | | | | |")
             continue
-        lines.append(f"| {r['constraint']} | {r['mode']} | {r['threads']} | {r['tokens']} | {r['tokens_per_s']:.1f} "
+        lines.append(f"| {r['constraint']} | {r['mode']} | {r['weights']} | {r['threads']} | {r['tokens']} | {r['tokens_per_s']:.1f} "
                      f"| {r['ms_per_token']:.1f} | {r.get('speedup', 1.0):.2f}x | {r['tokens_per_forward']:.2f} "
                      f"| {100 * r['forced_fraction']:.0f}% | {'yes' if r['identical'] else 'NO'} |")
     if res.get("batch"):

@@ -10,9 +10,11 @@ crash or a hang is recorded with the input that caused it, saved as a reproducer
    reachable states the mask is compared with brute force (``accept_token`` on every token of the
    vocabulary: equal, or a superset where checks act at commit);
 3. every output a walk completes validates (``jsonschema`` with format assertion, ``re.fullmatch``,
-   lark's own Earley parser);
-4. for mutated MaskBench schemas, each instance is classified as ``jsonschema`` classifies it
-   under the mutated schema (where jsonschema's verdict is a reference: see
+   lark's own Earley parser, and where lark's lexer misses a longer match of a terminal, the
+   language reference of ``lark_language``);
+4. for schemas, each instance (a mutated MaskBench schema's own, and up to five that
+   hypothesis-jsonschema draws for any schema) is classified as ``jsonschema`` classifies it
+   under the schema (where jsonschema's verdict is a reference: see
    :func:`_jsonschema_can_judge`): a valid one must be accepted to its end, an invalid one refused.
 
 Outcomes: ``ok``, ``refused`` (a structgen error at compile: an unsupported or invalid input said
@@ -134,16 +136,27 @@ def _validator(case: dict, grammar):
         return check
     import lark
 
+    from .lark_language import LanguageRecognizer
+
     # dynamic_complete: a regex terminal matches every string of its language (greedy or lazy), the
     # language semantics structgen gives terminals (lark's "dynamic" lexer takes one match per position)
     parser = lark.Lark(src, parser="earley", lexer="dynamic_complete", start="start")
 
+    language = LanguageRecognizer(parser)
+
     def check(out: bytes) -> str | None:
         try:
-            parser.parse(out.decode("utf-8"))
+            text = out.decode("utf-8")
+            parser.parse(text)
             return None
-        except (UnicodeDecodeError, lark.exceptions.LarkError) as e:
-            return f"lark refuses it: {str(e)[:200]}"
+        except UnicodeDecodeError as e:
+            return f"not UTF-8: {e}"
+        except lark.exceptions.LarkError as e:
+            # lark's lexer tries one regex match per position (and its prefixes): a text whose lexeme
+            # is a longer match of a terminal is in the language all the same (``lark_language``)
+            if language.accepts(text):
+                return None
+            return f"lark refuses it, and it is not in the grammar's language: {str(e)[:200]}"
         except Exception:  # noqa: BLE001 - lark's own internal error ("please report this bug"): no verdict
             return None
     return check
@@ -238,6 +251,10 @@ def _walks_and_instances(case: dict, checker: _Checker, grammar, validate, t0: f
             m.accept_token(t)
             out += info.token_bytes[t]
     result = {"status": "ok", **stats}
+    if case["kind"].startswith("schema"):
+        drawn = hypothesis_instances(case["source"], seed=rng.randrange(1 << 32))
+        result["hypothesis_instances"] = len(drawn)
+        case = {**case, "instances": list(case.get("instances") or []) + drawn}
     if case.get("instances") and _jsonschema_can_judge(case["source"]):
         import jsonschema
 
@@ -261,6 +278,51 @@ def _walks_and_instances(case: dict, checker: _Checker, grammar, validate, t0: f
         result["instances"] = len(case["instances"])
     result["seconds"] = time.perf_counter() - t0
     return result
+
+
+def hypothesis_instances(schema: Any, *, seed: int, n: int = 5, budget_s: float = 5.0) -> list:
+    """Up to ``n`` instances hypothesis-jsonschema draws for ``schema`` (seeded), or none when it cannot
+    handle the schema or takes longer than ``budget_s`` (its time is not the engine's).  They are
+    classified by jsonschema with the other instances: hypothesis-jsonschema means them to be valid."""
+    import signal
+    import threading
+
+    try:
+        from hypothesis import HealthCheck, Phase, given, settings
+        from hypothesis import seed as hseed
+        from hypothesis_jsonschema import from_schema
+    except ImportError:  # the dev extra is not installed: nothing drawn
+        return []
+    drawn: list = []
+
+    class _OutOfTime(Exception):
+        pass
+
+    def _alarm(signum, frame):
+        raise _OutOfTime
+
+    timed = threading.current_thread() is threading.main_thread()
+    if timed:
+        previous = signal.signal(signal.SIGALRM, _alarm)
+        signal.setitimer(signal.ITIMER_REAL, budget_s)
+    try:
+        @hseed(seed)
+        @settings(max_examples=n, database=None, deadline=None, phases=[Phase.generate],
+                  suppress_health_check=list(HealthCheck))
+        @given(from_schema(schema))
+        def draw(value: Any) -> None:
+            drawn.append(value)
+
+        draw()
+    except _OutOfTime:
+        pass
+    except Exception:  # noqa: BLE001 - hypothesis-jsonschema refuses or trips on the schema: no instances
+        pass
+    finally:
+        if timed:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            signal.signal(signal.SIGALRM, previous)
+    return drawn[:n]
 
 
 def _jsonschema_can_judge(schema: Any) -> bool:

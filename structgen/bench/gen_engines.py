@@ -272,6 +272,23 @@ class StructgenSpeculativeGen(StructgenGen):
     speculative = True
 
 
+class StructgenQuantizedGen(StructgenSpeculativeGen):
+    """``generate_json`` on ``load_model(quantized=True)``: the GGUF's 4-bit layers run as 4-bit
+    weights (bf16 activations), like llama.cpp; outputs may differ from the fp32 engines."""
+
+    name = "structgen-speculative-q4"
+    settings = 'generate_json defaults on load_model(quantized=True): int4 weights, bf16 activations'
+
+    def setup(self, model: Any) -> None:
+        super().setup(model)
+        from ..models import quantized_copy
+
+        self.quantized_model = quantized_copy(model)
+
+    def generate(self, model, prompt_text, prompt_ids, handle, *, max_tokens):
+        return super().generate(self.quantized_model, prompt_text, prompt_ids, handle, max_tokens=max_tokens)
+
+
 class StructgenTorchLinearGen(StructgenGen):
     """The loop as the last stop shipped it: one token per forward pass through torch's ``F.linear``
     (``fast_linear`` taken off the model for the call)."""
@@ -499,6 +516,7 @@ GEN_ENGINES: dict[str, type[GenEngine]] = {
     "structgen-noguard": StructgenNoGuardGen,
     "structgen-speculative": StructgenSpeculativeGen,
     "structgen-torch-linear": StructgenTorchLinearGen,
+    "structgen-speculative-q4": StructgenQuantizedGen,
 }
 _ALIASES = {"llg": "llguidance", "xgr": "xgrammar", "outlines": "outlines-core", "outlines_core": "outlines-core",
             "llama.cpp": "llamacpp", "llama-cpp": "llamacpp", "none": "unconstrained"}

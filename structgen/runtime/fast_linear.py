@@ -49,7 +49,9 @@ def install(hf_model: Any) -> int:
     """Route ``hf_model``'s ``nn.Linear`` layers through the skinny path; returns how many."""
     n = 0
     for module in hf_model.modules():
-        if isinstance(module, torch.nn.Linear) and not getattr(module, _MARK, False):
+        # a layer on the int4 kernel (``gguf_q4``) or padded for row invariance keeps its path
+        if isinstance(module, torch.nn.Linear) and not getattr(module, _MARK, False) \
+                and not getattr(module, "_structgen_q4", False) and not getattr(module, "_structgen_padded", False):
             module.forward = types.MethodType(_skinny_forward, module)
             setattr(module, _MARK, True)
             n += 1

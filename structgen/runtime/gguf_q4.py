@@ -1,0 +1,137 @@
+"""A GGUF model's 4-bit linear layers run as 4-bit weights (torch's int4 CPU kernel): opt-in speed.
+
+``load_model`` dequantizes the GGUF to fp32, which holds the Q4 weights exactly but streams 540 MB
+of weights through every forward pass of SmolLM2-135M: on a 2-core CPU that memory traffic is most
+of a decoding step.  llama.cpp instead multiplies the 4-bit blocks directly (with activations
+rounded to 8 bits).  ``install`` does the same with torch's ``_weight_int4pack_mm_for_cpu``: each
+Q4_0/Q4_1 block of 32 weights is already that kernel's format (``w = (q - 8) * scale + zero``
+per group of 32: Q4_1's ``d*q + m`` is ``scale = d, zero = m + 8d``; Q4_0's ``d*(q - 8)`` is
+``zero = 0``), so nothing is re-quantized.  The kernel is fast only with bfloat16 activations and
+scales, so logits move by ~1e-2 and a greedy argmax near a tie can flip against the fp32 default:
+that is why it is opt-in (``load_model(quantized=True)``).  The kernel computes each row the same
+whatever the number of rows; the other layers that are not (attention, the fp32 output layer) are
+made so by ``row_invariant``, so speculative decoding stays token-identical to plain decoding on
+this path too.
+
+Which GGUF tensor feeds which layer is checked, not assumed: a layer is switched only when the
+GGUF tensor, dequantized, equals the loaded fp32 weight exactly up to a permutation of its rows
+(transformers permutes the rows of q/k projections when it reads llama GGUFs).
+"""
+from __future__ import annotations
+
+import re
+import types
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from ..errors import StructgenError
+
+__all__ = ["install", "is_installed", "available"]
+
+_MARK = "_structgen_q4"
+GROUP = 32
+# transformers' llama-family module names -> GGUF tensor names
+_MODULES = re.compile(r"(?:^|\.)layers\.(\d+)\.(?:self_attn|mlp)\.(q_proj|k_proj|v_proj|o_proj|gate_proj|up_proj|down_proj)$")
+_GGUF_NAMES = {"q_proj": "attn_q", "k_proj": "attn_k", "v_proj": "attn_v", "o_proj": "attn_output",
+               "gate_proj": "ffn_gate", "up_proj": "ffn_up", "down_proj": "ffn_down"}
+
+
+def available() -> bool:
+    """Whether this torch build has the int4 CPU kernel."""
+    return hasattr(torch.ops.aten, "_weight_int4pack_mm_for_cpu") and \
+        hasattr(torch.ops.aten, "_convert_weight_to_int4pack_for_cpu")
+
+
+def _blocks(tensor: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray | None] | None:
+    """(q [N, K] int32 in 0..15, d [N, K/32], m [N, K/32] or None for Q4_0) as the GGUF stores them."""
+    kind = tensor.tensor_type.name
+    size = {"Q4_0": 18, "Q4_1": 20}.get(kind)
+    if size is None:
+        return None
+    k, n = int(tensor.shape[0]), int(tensor.shape[1])
+    raw = np.asarray(tensor.data).view(np.uint8).reshape(-1, size)
+    d = raw[:, 0:2].copy().view(np.float16).astype(np.float32)[:, 0]
+    if kind == "Q4_1":
+        m = raw[:, 2:4].copy().view(np.float16).astype(np.float32)[:, 0].reshape(n, k // GROUP)
+    else:
+        m = None
+    nib = raw[:, size - 16:]
+    q = np.concatenate([nib & 0x0F, nib >> 4], axis=1)  # ggml: 16 low nibbles, then 16 high
+    return q.reshape(n, k).astype(np.int32), d.reshape(n, k // GROUP), m
+
+
+def _dequantized(q: np.ndarray, d: np.ndarray, m: np.ndarray | None) -> np.ndarray:
+    """ggml's own arithmetic (what transformers' GGUF loader computed): ``d*q + m`` or ``d*(q - 8)``."""
+    n, k = q.shape
+    qf = q.reshape(n, -1, GROUP).astype(np.float32)
+    w = qf * d[..., None] + m[..., None] if m is not None else (qf - 8) * d[..., None]
+    return w.reshape(n, k)
+
+
+def _row_order(loaded: np.ndarray, gguf: np.ndarray) -> np.ndarray | None:
+    """``order`` with ``gguf[order] == loaded`` exactly, or None when the rows are not the same set."""
+    if loaded.shape != gguf.shape:
+        return None
+    if np.array_equal(loaded, gguf):
+        return np.arange(len(gguf))
+    where = {gguf[i].tobytes(): i for i in range(len(gguf))}
+    order = [where.get(loaded[i].tobytes()) for i in range(len(loaded))]
+    return None if any(i is None for i in order) else np.asarray(order)
+
+
+def _q4_forward(self: torch.nn.Linear, x: torch.Tensor) -> torch.Tensor:
+    packed, scale_zero = self._structgen_q4_weights
+    k = x.shape[-1]
+    out = torch.ops.aten._weight_int4pack_mm_for_cpu(x.reshape(-1, k).to(torch.bfloat16), packed, GROUP,
+                                                     scale_zero).to(x.dtype)
+    if self.bias is not None:
+        out = out + self.bias
+    return out.reshape(*x.shape[:-1], out.shape[-1])
+
+
+def install(hf_model: Any, gguf_path: str | Path) -> int:
+    """Switch ``hf_model``'s linear layers whose weights are Q4_0/Q4_1 tensors of ``gguf_path`` to the
+    int4 kernel; returns how many.  Raises ``StructgenError`` when the kernel is missing or no layer
+    matches (the model was not loaded from that GGUF, or it holds no 4-bit tensors)."""
+    if not available():
+        raise StructgenError(f"quantized=True needs torch's int4 CPU kernel; torch {torch.__version__} lacks it")
+    import gguf
+
+    tensors = {t.name: t for t in gguf.GGUFReader(str(gguf_path)).tensors}
+    n = 0
+    for name, module in hf_model.named_modules():
+        hit = _MODULES.search(name)
+        if not hit or not isinstance(module, torch.nn.Linear) or getattr(module, _MARK, False):
+            continue
+        tensor = tensors.get(f"blk.{hit.group(1)}.{_GGUF_NAMES[hit.group(2)]}.weight")
+        blocks = _blocks(tensor) if tensor is not None else None
+        if blocks is None:
+            continue
+        q, d, m = blocks
+        if q.shape[0] % 16 or q.shape[1] % (2 * GROUP):  # the kernel packs 16 rows and 64 columns at a time
+            continue
+        order = _row_order(module.weight.detach().float().numpy(), _dequantized(q, d, m))
+        if order is None:
+            continue
+        q, scale = q[order], d[order]
+        zero = m[order] + 8 * scale if m is not None else np.zeros_like(scale)
+        packed = torch.ops.aten._convert_weight_to_int4pack_for_cpu(torch.from_numpy(np.ascontiguousarray(q)), 2)
+        scale_zero = torch.from_numpy(np.stack([scale, zero], -1)).transpose(0, 1).contiguous().to(torch.bfloat16)
+        module._structgen_q4_weights = (packed, scale_zero)
+        module.forward = types.MethodType(_q4_forward, module)
+        setattr(module, _MARK, True)
+        n += 1
+    if n == 0:
+        raise StructgenError(f"quantized=True: no linear layer of the model matches a Q4_0/Q4_1 tensor of {gguf_path}")
+    from . import row_invariant
+
+    row_invariant.install(hf_model, [m for m in hf_model.modules()
+                                     if isinstance(m, torch.nn.Linear) and not getattr(m, _MARK, False)])
+    return n
+
+
+def is_installed(hf_model: Any) -> bool:
+    return any(getattr(m, _MARK, False) for m in hf_model.modules())

@@ -1,0 +1,103 @@
+"""load_model(quantized=True): the GGUF's 4-bit blocks run on torch's int4 kernel, exactly the GGUF's
+weights, and speculative decoding stays token-identical to plain decoding on that path."""
+import numpy as np
+import pytest
+import torch
+
+from structgen.errors import StructgenError
+from structgen.runtime import gguf_q4
+
+pytestmark = pytest.mark.skipif(not gguf_q4.available(), reason="this torch has no int4 CPU kernel")
+
+
+class _Tensor:  # what GGUFReader gives: the type, (K, N) shape and the raw blocks
+    def __init__(self, kind, k, n, data):
+        from gguf import GGMLQuantizationType
+
+        self.tensor_type = GGMLQuantizationType[kind]
+        self.shape = (k, n)
+        self.data = data
+
+
+@pytest.mark.parametrize("kind", ["Q4_0", "Q4_1"])
+def test_blocks_decode_to_what_gguf_dequantizes(kind):
+    from gguf import GGMLQuantizationType
+    from gguf.quants import dequantize, quantize
+
+    rng = np.random.default_rng(0)
+    n, k = 16, 64
+    w = rng.normal(size=(n, k)).astype(np.float32)
+    raw = quantize(w, GGMLQuantizationType[kind])
+    q, d, m = gguf_q4._blocks(_Tensor(kind, k, n, raw))
+    assert q.min() >= 0 and q.max() <= 15 and (m is None) == (kind == "Q4_0")
+    expected = dequantize(raw, GGMLQuantizationType[kind]).reshape(n, k)
+    np.testing.assert_array_equal(gguf_q4._dequantized(q, d, m), expected)
+    # and the kernel's convention ((q - 8) * scale + zero) multiplies like the dequantized matrix
+    zero = m + 8 * d if m is not None else np.zeros_like(d)
+    packed = torch.ops.aten._convert_weight_to_int4pack_for_cpu(torch.from_numpy(q), 2)
+    sz = torch.from_numpy(np.stack([d, zero], -1)).transpose(0, 1).contiguous().to(torch.bfloat16)
+    x = torch.randn(3, k)
+    got = torch.ops.aten._weight_int4pack_mm_for_cpu(x.bfloat16(), packed, 32, sz).float()
+    ref = x @ torch.from_numpy(expected).t()
+    assert torch.allclose(got, ref, rtol=0.05, atol=0.05 * ref.abs().max().item())
+
+
+def test_row_order_finds_a_permutation_and_refuses_other_rows():
+    a = np.arange(12, dtype=np.float32).reshape(4, 3)
+    order = gguf_q4._row_order(a[[2, 0, 3, 1]], a)
+    np.testing.assert_array_equal(a[order], a[[2, 0, 3, 1]])
+    assert gguf_q4._row_order(a + 1, a) is None
+
+
+def test_a_model_not_from_a_gguf_is_refused(tiny_model):
+    from structgen.models import quantized_copy
+
+    with pytest.raises(StructgenError, match="GGUF"):
+        quantized_copy(tiny_model)
+
+
+@pytest.fixture(scope="module")
+def smol_q4(smol):
+    from structgen.models import quantized_copy
+
+    return quantized_copy(smol)
+
+
+def test_every_block_layer_switched_and_rows_invariant(smol_q4):
+    from structgen.runtime.kv_cache import KVCacheModel
+
+    layers = [m for m in smol_q4.hf_model.modules() if getattr(m, "_structgen_q4", False)]
+    assert len(layers) == 30 * 7 and smol_q4.quantized
+    prompt = list(range(1000, 1100))
+    for n in (2, 4, 5):
+        new = [2000 + j for j in range(n)]
+        kv = KVCacheModel(smol_q4.hf_model)
+        kv.forward(prompt)
+        together = kv.forward(new).reshape(n, -1)
+        kv.crop(len(prompt))
+        one_by_one = torch.cat([kv.forward([t]).reshape(1, -1) for t in new])
+        assert torch.equal(together, one_by_one), n  # bit for bit: what keeps speculation lossless
+
+
+def test_logits_close_to_fp32(smol, smol_q4):
+    ids = torch.tensor([smol.encode("The capital of France is Paris. The capital of Germany is")])
+    with torch.no_grad():
+        a = smol.hf_model(ids).logits[0, -1]
+        b = smol_q4.hf_model(ids).logits[0, -1]
+    assert (a - b).abs().max().item() < 0.05 * a.abs().max().item()
+    assert a.argmax() == b.argmax()
+
+
+def test_speculative_output_identical_and_valid(smol_q4):
+    import jsonschema
+
+    from structgen import generate_json
+
+    schema = {"type": "object", "properties": {"city": {"type": "string", "maxLength": 30},
+                                               "population": {"type": "integer", "minimum": 0}},
+              "required": ["city", "population"], "additionalProperties": False}
+    prompt = "Give the largest city of Japan and its population as JSON."
+    plain = generate_json(smol_q4, schema, prompt, max_tokens=40, speculative=False, return_result=True)
+    spec = generate_json(smol_q4, schema, prompt, max_tokens=40, speculative=True, return_result=True)
+    assert spec[1].token_ids == plain[1].token_ids
+    jsonschema.validate(spec[0], schema)
