@@ -31,7 +31,8 @@ from .grammar.regex import compile_regex
 # bounded JSON strings are masked from counted walks over these automata (structgen.engine.counted)
 use_string_automata(string_dfa, class_string_dfa)
 
-#: compiled grammars kept for reuse; each holds its parser states and up to MASK_CACHE_ENTRIES masks
+#: compiled grammars kept for reuse; each holds its parser states (their masks, walks and lexer
+#: cores live in the engine's process-wide caches, bounded by bytes: structgen.engine.byte_lru)
 GRAMMAR_CACHE_ENTRIES = 64
 DEEP_STACK_BYTES = 512 * 1024 * 1024
 DEEP_RECURSION_LIMIT = 100_000

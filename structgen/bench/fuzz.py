@@ -269,7 +269,7 @@ def _walks_and_instances(case: dict, checker: _Checker, grammar, validate, t0: f
             except Exception:  # noqa: BLE001 - e.g. a pattern Python's re cannot compile
                 continue
             m = Matcher(grammar)
-            text = json.dumps(data, ensure_ascii=False).encode("utf-8")
+            text = positional_json(data).encode("utf-8")
             took = m.accept_bytes(text) and m.is_accepting()
             if valid and not took:
                 return {"status": "valid_rejected", "detail": f"{text[:300]!r}", **stats}
@@ -323,6 +323,24 @@ def hypothesis_instances(schema: Any, *, seed: int, n: int = 5, budget_s: float 
             signal.setitimer(signal.ITIMER_REAL, 0)
             signal.signal(signal.SIGALRM, previous)
     return drawn[:n]
+
+
+def positional_json(value: Any) -> str:
+    """``value`` as JSON with every number written positionally (``25647756318427548``, not
+    ``2.5647756318427548e+16``): an instance is a value, and bounded numbers are generated in
+    positional spelling by design (``structgen.grammar.numbers``), so the check asks whether the
+    value can be written, not whether Python's float repr can."""
+    from decimal import Decimal
+
+    if isinstance(value, float) and not isinstance(value, bool):
+        text = repr(value)
+        return format(Decimal(text), "f") if "e" in text or "E" in text else text
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{json.dumps(k, ensure_ascii=False)}: {positional_json(v)}"
+                               for k, v in value.items()) + "}"
+    if isinstance(value, list):
+        return "[" + ", ".join(positional_json(v) for v in value) + "]"
+    return json.dumps(value, ensure_ascii=False)
 
 
 def _jsonschema_can_judge(schema: Any) -> bool:

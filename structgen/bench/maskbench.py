@@ -31,6 +31,7 @@ import gzip
 import json
 import random
 import sys
+import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -283,6 +284,15 @@ class GcPauses:
             self.full += info.get("generation") == 2
 
 
+def current_rss_mb() -> float:
+    """This process's resident set now, in MB (Linux; 0 elsewhere)."""
+    try:
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+    except (OSError, ValueError, IndexError):
+        return 0.0
+
+
 def make_mask_worker(engine: str | type[MaskEngine], tokenizer_spec: Any, warmup: bool = True):
     """Worker factory (runs in the child): load the tokenizer, set the engine up once.
 
@@ -333,6 +343,7 @@ def make_mask_worker(engine: str | type[MaskEngine], tokenizer_spec: Any, warmup
         pauses.reset()
         res = run_schema(eng, encode, record, bitmask=bitmask, decode=decode)
         res["gc_ms"], res["gc_full"] = round(pauses.total_ns / 1e6, 3), pauses.full
+        res["rss_now_mb"] = current_rss_mb()  # resident now (the peak is a high-water mark: it cannot fall)
         return res
 
     return handler, info

@@ -17,7 +17,6 @@ reuse its walks too.
 from __future__ import annotations
 
 import threading
-from collections import OrderedDict
 from functools import cached_property
 
 import numpy as np
@@ -25,12 +24,14 @@ import numpy as np
 from ..errors import GrammarError
 from ..grammar.fsa import DFA, kernel_args
 from ..uids import new_uid
+from .byte_lru import ByteLRU, nbytes_of
 from .lexer_kernels import build_core, pack_dfa, split_core
 from .trie import PLAIN_BYTES
 from .walks import signature, signature_ids
 
 MAX_LEXER_STATES = 200_000
-CORE_CACHE_ENTRIES = 2048
+#: Bytes of lexer cores kept for reuse across grammars (process-wide).
+CORE_CACHE_BYTES = 32 << 20
 
 
 def _kernel_parts(d: DFA) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -101,6 +102,10 @@ class LexerCore:
             self.n_kinds = n_kinds
             self._plain_loop = plain_loop
         self.n_states = self.trans.shape[0]
+
+    def nbytes(self) -> int:
+        """Bytes of the core's arrays (what the core cache counts)."""
+        return sum(nbytes_of(getattr(self, a, None)) for a in self.__slots__ if a not in ("dfas", "__weakref__"))
 
     def _empty(self) -> None:
         """No terminal allowed: one state, accepting nothing."""
@@ -259,22 +264,15 @@ class LexerCore:
         raise IndexError(state)
 
 
-_cores: OrderedDict[tuple, LexerCore] = OrderedDict()
-_cores_lock = threading.Lock()
+_cores = ByteLRU(CORE_CACHE_BYTES, size_of=lambda core: core.nbytes())
 
 
 def lexer_core(dfas: tuple[DFA, ...]) -> LexerCore:
     key = tuple(d.uid for d in dfas)
-    with _cores_lock:
-        core = _cores.get(key)
-        if core is not None:
-            _cores.move_to_end(key)
-            return core
-    core = LexerCore(dfas)
-    with _cores_lock:
-        _cores[key] = core
-        if len(_cores) > CORE_CACHE_ENTRIES:
-            _cores.popitem(last=False)
+    core = _cores.get(key)
+    if core is None:
+        core = LexerCore(dfas)
+        _cores.put(key, core)
     return core
 
 

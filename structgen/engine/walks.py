@@ -27,11 +27,13 @@ from collections import OrderedDict
 import numba
 import numpy as np
 
+from .byte_lru import ByteLRU
 from .counted import boundary_counts, class_counted, counted_strings
 from .trie import TokenTrie, plain_loops
 
-INSIDE_CACHE_ENTRIES = 8192
-CONT_CACHE_ENTRIES = 20000
+#: Bytes of cached inside walks and of continuation walks (process-wide, shared by every grammar).
+INSIDE_CACHE_BYTES = 16 << 20
+CONT_CACHE_BYTES = 16 << 20
 #: DFAs with this many states are walked once per depth class of states (see DFA.depth_classes).
 CANON_MIN_STATES = 400
 #: Walks with at most this many lexeme ends group them in Python (numpy's per-call cost dominates).
@@ -160,34 +162,9 @@ def _core_walk_result(core, ev_nodes, ev_states, **arrays) -> Walk:
                      **arrays)
 
 
-class _Cache:
-    """A thread-safe LRU keyed by uids (``structgen.uids``), so a key alone names its automata."""
-
-    def __init__(self, capacity: int):
-        self.capacity = capacity
-        self.data: OrderedDict = OrderedDict()
-        self.lock = threading.Lock()
-
-    def get(self, key):
-        with self.lock:
-            hit = self.data.get(key)
-            if hit is not None:
-                self.data.move_to_end(key)
-            return hit
-
-    def put(self, key, value) -> None:
-        with self.lock:
-            self.data[key] = value
-            if len(self.data) > self.capacity:
-                self.data.popitem(last=False)
-
-    def clear(self) -> None:
-        with self.lock:
-            self.data.clear()
-
-
-inside_cache = _Cache(INSIDE_CACHE_ENTRIES)
-cont_cache = _Cache(CONT_CACHE_ENTRIES)
+# walks keyed by uids (``structgen.uids``), so a key alone names its automata; bounded by bytes
+inside_cache = ByteLRU(INSIDE_CACHE_BYTES)
+cont_cache = ByteLRU(CONT_CACHE_BYTES)
 
 
 def _plain_loop(owner, trans, classmap) -> np.ndarray:
@@ -208,26 +185,61 @@ def _dfa_boundary(dfa) -> np.ndarray:
     return b
 
 
+class _Buffers:
+    """The kernels' output buffers for one trie: sized by the trie (2 MB over DeepSeek-V4's), filled
+    by a walk and copied out before the next one, so one set per thread serves every grammar."""
+
+    def __init__(self, trie: TokenTrie):
+        n_words = (trie.vocab_size + 31) // 32
+        self.trie = trie  # held, so the id() this set is filed under stays this trie's
+        self.thread = threading.get_ident()
+        self.ev_nodes = np.empty(trie.n_nodes + 1, dtype=np.int32)
+        self.ev_states = np.empty(trie.n_nodes + 1, dtype=np.int32)
+        self.scratch = np.zeros(n_words, dtype=np.uint32)
+        self.words = np.empty(n_words, dtype=np.int32)
+        self.vals = np.empty(n_words, dtype=np.uint32)
+        self.hit_states = np.empty(int(trie.tok_ptr[-1]), dtype=np.int32)
+        self.hit_toks = np.empty(int(trie.tok_ptr[-1]), dtype=np.int32)
+        self.hits = (self.hit_states, self.hit_toks)
+
+
+_per_thread = threading.local()
+
+
+def _buffers(trie: TokenTrie) -> _Buffers:
+    sets = getattr(_per_thread, "sets", None)
+    if sets is None:
+        sets = _per_thread.sets = {}
+    b = sets.get(id(trie))
+    if b is None or b.trie is not trie:
+        b = sets[id(trie)] = _Buffers(trie)
+    return b
+
+
 class TrieWalker:
-    """Walks one tokenizer's trie for one grammar (owns the event buffers; not thread-safe,
-    the grammar's lock serialises it)."""
+    """Walks one tokenizer's trie for one grammar.  The event buffers are the calling thread's
+    (``_buffers``): a grammar costs no buffer memory of its own, and the grammar's lock
+    serialises one grammar's walks."""
 
     def __init__(self, trie: TokenTrie):
         self.trie = trie
         self.n_words = (trie.vocab_size + 31) // 32
-        self._ev_nodes = np.empty(trie.n_nodes + 1, dtype=np.int32)
-        self._ev_states = np.empty(trie.n_nodes + 1, dtype=np.int32)
-        self._scratch = np.zeros(self.n_words, dtype=np.uint32)
-        self._words = np.empty(self.n_words, dtype=np.int32)
-        self._vals = np.empty(self.n_words, dtype=np.uint32)
-        self._hit_states = np.empty(int(trie.tok_ptr[-1]), dtype=np.int32)
-        self._hit_toks = np.empty(int(trie.tok_ptr[-1]), dtype=np.int32)
+
+        self._last: _Buffers | None = None
+
+    def _bufs(self) -> _Buffers:
+        """The calling thread's buffers (the last ones used, when it is the same thread)."""
+        b = self._last
+        if b is None or b.thread != threading.get_ident():
+            b = self._last = _buffers(self.trie)
+        return b
 
     # -- the kernel call ------------------------------------------------------------------
     def _walk(self, owner, trans, classmap, boundary, roots, states, mask) -> tuple[np.ndarray, np.ndarray]:
-        n = self.trie.walk(trans, classmap, boundary, roots, states, mask, self._ev_nodes, self._ev_states,
+        b = self._bufs()
+        n = self.trie.walk(trans, classmap, boundary, roots, states, mask, b.ev_nodes, b.ev_states,
                            _plain_loop(owner, trans, classmap))
-        return self._ev_nodes[:n].copy(), self._ev_states[:n].copy()
+        return b.ev_nodes[:n].copy(), b.ev_states[:n].copy()
 
     def _root_events(self, owner, trans, classmap, boundary, state: int):
         m = np.zeros(self.n_words, dtype=np.uint32)
@@ -385,12 +397,13 @@ class TrieWalker:
         a, base, pure, pure_of = d.shadow  # -> (mask, event nodes, event states) or None
         ref = self.dfa_walk(a, int(base[q]))
         m = np.empty(self.n_words, dtype=np.uint32)
+        b = self._bufs()
         n = self.trie.anchored_walk(trans, classmap, boundary, _plain_loop(owner, trans, classmap), int(x), int(lo),
                                     int(d.n_states), pure, pure_of, ref[MASK], ref[EV_NODES], ref[EV_STATES], m,
-                                    self._ev_nodes, self._ev_states)
+                                    b.ev_nodes, b.ev_states)
         if n < 0:
             return None
-        return m, self._ev_nodes[:n].copy(), self._ev_states[:n].copy()
+        return m, b.ev_nodes[:n].copy(), b.ev_states[:n].copy()
 
     # -- where a widened key lexer's literals end (see Lexer) ----------------------------------------
     def end_hits(self, lx, ls: int = 0, gid: int = 0, nodes: np.ndarray | None = None) -> tuple:
@@ -405,7 +418,7 @@ class TrieWalker:
             else:
                 roots, states = nodes, nodes  # (states unread: each node's own byte is read from state 0)
             hit = lx.hits[key] = self.trie.end_hits(lx.trans, lx.classmap, lx.core._n_prod, lx.end_target, roots,
-                                                    states, nodes is not None, self._hit_states, self._hit_toks)
+                                                    states, nodes is not None, *self._bufs().hits)
         return hit
 
     # -- continuation walks -------------------------------------------------------------------------
@@ -415,13 +428,14 @@ class TrieWalker:
         key = (gid, core.uid)
         hit = cont_cache.get(key)
         if hit is None:
-            n, nw = self.trie.walk_from_boundaries(lx2.trans, lx2.classmap, lx2.boundary, nodes, self._scratch,
-                                                   self._words, self._vals, self._ev_nodes, self._ev_states,
+            b = self._bufs()
+            n, nw = self.trie.walk_from_boundaries(lx2.trans, lx2.classmap, lx2.boundary, nodes, b.scratch,
+                                                   b.words, b.vals, b.ev_nodes, b.ev_states,
                                                    _plain_loop(core, lx2.trans, lx2.classmap))
             # events in this core's own numbering: labelled by its accept sets (no signatures)
-            ev_nodes, ev_states = self._ev_nodes[:n].copy(), self._ev_states[:n].copy()
+            ev_nodes, ev_states = b.ev_nodes[:n].copy(), b.ev_states[:n].copy()
             hit = make_walk(ev_nodes, ev_states, _groups_by_state(ev_nodes, ev_states, core.acc_id), own=True,
-                            words=self._words[:nw].copy(), vals=self._vals[:nw].copy())
+                            words=b.words[:nw].copy(), vals=b.vals[:nw].copy())
             cont_cache.put(key, hit)
         return hit
 

@@ -88,7 +88,7 @@ def _masks_along(compiler, schema, text: str, step: int = 2) -> list:
 
     clear_caches()
     g = compiler.compile_json_schema(schema, property_order="any")
-    g._masks.clear()
+    g.clear_masks()
     m, data, out, i = Matcher(g), text.encode(), [], 0
     while i < len(data):
         out.append(m.next_token_mask().copy())

@@ -1,0 +1,50 @@
+"""The engine's caches are bounded by bytes: a long run over many grammars cannot grow without end."""
+import threading
+
+import numpy as np
+
+from structgen.engine.byte_lru import ByteLRU, nbytes_of
+
+
+def test_bound_held_and_least_recent_dropped_first():
+    c = ByteLRU(10_000)
+    for k in range(8):
+        c.put(k, np.zeros(1000, dtype=np.uint8))
+    assert c.get(0) is not None  # 0 is now the most recent
+    c.put(8, np.zeros(4000, dtype=np.uint8))
+    assert c.nbytes <= 10_000 and c.nbytes == sum(nbytes_of(v) for v in c.data.values())
+    assert 0 in c.data and 8 in c.data and 1 not in c.data  # the oldest went, the touched one stayed
+
+
+def test_replacing_a_key_and_discarding_keep_the_count_right():
+    c = ByteLRU(1 << 20)
+    c.put("a", np.zeros(100, dtype=np.uint8))
+    c.put("a", np.zeros(300, dtype=np.uint8))
+    c.put(("b", 1), (np.zeros(10, dtype=np.int32), np.zeros(10, dtype=np.int32)))
+    assert c.nbytes == 300 + 64 + 80 and len(c) == 2
+    c.discard_where(lambda k: k == "a")
+    assert c.nbytes == 144 and list(c) == [("b", 1)]
+    c.clear()
+    assert c.nbytes == 0 and not c.data
+
+
+def test_threads_never_push_it_over():
+    c = ByteLRU(50_000)
+
+    def work(t):
+        for i in range(2000):
+            c.put((t, i), np.zeros(500 + (i % 7) * 100, dtype=np.uint8))
+            c.get((t, i - 3))
+    threads = [threading.Thread(target=work, args=(t,)) for t in range(4)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    assert c.nbytes <= 50_000 and c.nbytes == sum(nbytes_of(v) for v in c.data.values())
+
+
+def test_engine_caches_are_byte_bounded():
+    from structgen.engine import compiled, lexer, walks
+
+    for cache in (compiled.MASKS, walks.inside_cache, walks.cont_cache, lexer._cores):
+        assert isinstance(cache, ByteLRU) and 0 < cache.max_bytes <= 64 << 20
