@@ -240,6 +240,7 @@ def _add_bench(sub: argparse._SubParsersAction) -> None:
     _add_bench_jsonschemabench(bench_sub)
     _add_bench_samplers(bench_sub)
     _add_bench_fuzz(bench_sub)
+    _add_bench_load(bench_sub)
 
 
 def _add_bench_fuzz(bench_sub) -> None:
@@ -269,6 +270,34 @@ def _run_bench_fuzz(args) -> int:
     print(format_fuzz_table(summary))
     print(f"results: {args.output}/results.jsonl, reproducers: {args.output}/reproducers/")
     return 0 if summary["failures"] == 0 else 1
+
+
+def _add_bench_load(bench_sub) -> None:
+    p = bench_sub.add_parser("load", help="threads stepping matchers for minutes: throughput, mismatches, memory",
+                             description="THREADS workers share one compiler and loop: pick a constraint (MaskBench "
+                                         "dev schemas, regexes, json.lark), walk it with random allowed tokens "
+                                         "(each must be accepted), compile a new schema variant every few walks. "
+                                         "The resident set is sampled every second; growth after warm-up and its "
+                                         "slope are reported, with a plot in --output.")
+    p.add_argument("--seconds", type=float, default=300.0)
+    p.add_argument("--threads", type=int, default=4)
+    p.add_argument("--schemas", type=int, default=40, help="MaskBench dev schemas to cycle through (default 40)")
+    p.add_argument("--tokenizer", default="smollm2", help="smollm2 (default) or deepseek")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--output", default="bench-out/load")
+    p.set_defaults(func=_run_bench_load)
+
+
+def _run_bench_load(args) -> int:
+    from .bench.load import format_load_table, run_load
+
+    s = run_load(seconds=args.seconds, threads=args.threads, schemas=args.schemas, tokenizer=args.tokenizer,
+                 seed=args.seed, output=args.output)
+    print(format_load_table(s))
+    for p in s["problems"]:
+        print("problem:", p)
+    print(f"samples and plot: {args.output}/load.json, {args.output}/load-rss.png")
+    return 0 if s["mismatches"] == 0 and s["errors"] == 0 else 1
 
 
 def _add_bench_samplers(bench_sub) -> None:

@@ -34,6 +34,8 @@ use_string_automata(string_dfa, class_string_dfa)
 #: compiled grammars kept for reuse; each holds its parser states (their masks, walks and lexer
 #: cores live in the engine's process-wide caches, bounded by bytes: structgen.engine.byte_lru)
 GRAMMAR_CACHE_ENTRIES = 64
+#: ... and at most this many bytes of them (their automata and lexer cores; the newest always stays)
+GRAMMAR_CACHE_BYTES = 128 << 20
 DEEP_STACK_BYTES = 512 * 1024 * 1024
 DEEP_RECURSION_LIMIT = 100_000
 
@@ -266,6 +268,15 @@ class GrammarCompiler:
             self._cache[key] = g
             if len(self._cache) > self._cache_size:
                 self._cache.popitem(last=False)
+            # and by bytes: one schema with megabyte automata and lexers weighs more than 60 small
+            # ones (sizes read now: a grammar's lexers grow as it is used)
+            sizes = [v.nbytes() for v in self._cache.values()]
+            total = sum(sizes)
+            for size in sizes[:-1]:
+                if total <= GRAMMAR_CACHE_BYTES:
+                    break
+                self._cache.popitem(last=False)
+                total -= size
         return g
 
     def _bounded(self, job, timeout: float | None, max_memory: int | None):

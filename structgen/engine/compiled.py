@@ -14,7 +14,7 @@ import numpy as np
 
 from ..grammar.ir import GrammarIR
 from ..uids import new_uid
-from .byte_lru import ByteLRU
+from ..byte_lru import ByteLRU
 from .lexer import Lexer, LexerCache
 from .parser import Parser
 from .rules import build_rule_automata, compute_costs
@@ -231,6 +231,11 @@ class CompiledGrammar:
             clear_tokens_where(m, states, toks, refused)
 
     # -- introspection --------------------------------------------------------------
+    def nbytes(self) -> int:
+        """Bytes of the grammar's automata and of the lexer cores it has built so far (cores and
+        automata other grammars share are counted in each)."""
+        return sum(d.nbytes for d in self.term_dfas) + sum(lx.core.nbytes() for lx in self.lexers.lexers)
+
     def cached_masks(self) -> int:
         """How many of this grammar's masks the process-wide cache holds."""
         uid = self._uid >> 128

@@ -24,7 +24,7 @@ import numpy as np
 from ..errors import GrammarError
 from ..grammar.fsa import DFA, kernel_args
 from ..uids import new_uid
-from .byte_lru import ByteLRU, nbytes_of
+from ..byte_lru import ByteLRU, nbytes_of
 from .lexer_kernels import build_core, pack_dfa, split_core
 from .trie import PLAIN_BYTES
 from .walks import signature, signature_ids
@@ -44,13 +44,20 @@ def _kernel_parts(d: DFA) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return parts
 
 
+#: Bytes of packed DFA blobs kept for building lexer cores (a copy of each table: not kept on the
+#: DFA, where it doubled the memory of every cached automaton).
+PACKED_CACHE_BYTES = 32 << 20
+_packs = ByteLRU(PACKED_CACHE_BYTES)
+
+
 def _packed(d: DFA) -> np.ndarray:
-    """A DFA as one int32 blob for :func:`build_core` (cached on the DFA): a new lexer
-    concatenates its terminals' blobs once instead of three arrays and a header table."""
-    blob = getattr(d, "_packed", None)
+    """A DFA as one int32 blob for :func:`build_core` (cached by uid, bounded by bytes): a new
+    lexer concatenates its terminals' blobs once instead of three arrays and a header table."""
+    blob = _packs.get(d.uid)
     if blob is None:
         trans, cm, acc = _kernel_parts(d)
-        blob = d._packed = pack_dfa(d.n_states, d.n_classes, d.start, cm, acc, trans)
+        blob = pack_dfa(d.n_states, d.n_classes, d.start, cm, acc, trans)
+        _packs.put(d.uid, blob)
     return blob
 
 

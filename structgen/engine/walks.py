@@ -27,7 +27,7 @@ from collections import OrderedDict
 import numba
 import numpy as np
 
-from .byte_lru import ByteLRU
+from ..byte_lru import ByteLRU
 from .counted import boundary_counts, class_counted, counted_strings
 from .trie import TokenTrie, plain_loops
 

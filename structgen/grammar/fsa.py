@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..byte_lru import byte_lru_cache
 from ..errors import GrammarError
 from ..uids import new_uid
 from .fsa_kernels import backward_depth as _backward_depth, column_classes as _column_classes, \
@@ -108,6 +109,11 @@ class DFA:
     @property
     def n_states(self) -> int:
         return int(self.trans.shape[0])
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of the tables (what byte-bounded caches of automata count)."""
+        return int(self.trans.nbytes + self.accept.nbytes + self.classmap.nbytes)
 
     @property
     def n_classes(self) -> int:
@@ -356,7 +362,7 @@ def literal_set_dfa(strings) -> DFA:
     return _literal_set_dfa(tuple(sorted(set(strings))))
 
 
-@functools.lru_cache(maxsize=4096)
+@byte_lru_cache(32 << 20)
 def _literal_set_dfa(strings: tuple[bytes, ...]) -> DFA:
     if not strings:
         return empty_dfa()

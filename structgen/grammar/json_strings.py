@@ -14,6 +14,7 @@ from json.encoder import encode_basestring as _encode_raw, encode_basestring_asc
 
 import numpy as np
 
+from ..byte_lru import byte_lru_cache
 from ..errors import GrammarError, UnsupportedFeature
 from .fsa import DFA, compact_classes, counted_repeat, intersect, literal_set_dfa, trim
 from .regex import compile_regex
@@ -36,7 +37,7 @@ def any_content() -> DFA:
     return compile_regex(r"(?s:.*)", json_string=True)
 
 
-@functools.lru_cache(maxsize=1024)
+@byte_lru_cache(16 << 20)
 def length_content(lo: int, hi: int | None) -> DFA:
     """Content of ``lo..hi`` characters, built as a chain of char-DFA copies."""
     if hi is None and lo == 0:
@@ -78,10 +79,18 @@ def quoted(content: DFA, *, closing: bool = True) -> DFA:
     return compact_classes(trim(DFA(trans, accept, cm, 0)))
 
 
-@functools.lru_cache(maxsize=4096)
 def string_dfa(patterns: tuple[str, ...] = (), min_len: int = 0, max_len: int | None = None,
                formats: tuple[str, ...] = ()) -> DFA:
-    """A complete JSON string literal satisfying every constraint given."""
+    """A complete JSON string literal satisfying every constraint given (cached by bytes)."""
+    return _string_dfa(patterns, min_len, max_len, formats)
+
+
+#: Bytes of string automata kept for reuse (a long ``maxLength`` or pattern makes megabyte tables).
+STRING_DFA_CACHE_BYTES = 64 << 20
+
+
+@byte_lru_cache(STRING_DFA_CACHE_BYTES)
+def _string_dfa(patterns: tuple[str, ...], min_len: int, max_len: int | None, formats: tuple[str, ...]) -> DFA:
     from .formats import format_content
 
     parts: list[DFA] = [compile_regex(p, search=True, json_string=True) for p in patterns]

@@ -16,6 +16,7 @@ import time
 from re import _constants as C  # type: ignore[attr-defined]
 from re import _parser as sre_parse  # type: ignore[attr-defined]
 
+from ..byte_lru import byte_lru_cache
 from ..errors import GrammarError, UnsupportedFeature
 from . import charclass as cc
 from .fsa import DFA, NFA, counted_repeat, determinize, minimize
@@ -290,7 +291,7 @@ DISK_CACHE_VERSION = 1
 DISK_CACHE_MIN_SECONDS = 0.005
 
 
-@functools.lru_cache(maxsize=4096)
+@byte_lru_cache(64 << 20)
 def _compile_cached(pattern: str, search: bool, json_string: bool, flags: int) -> DFA:
     """Compile once per process, and keep the DFA on disk: a grammar's lexers are
     precomputed automata, so a later process loads them instead of rebuilding."""

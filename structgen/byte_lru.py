@@ -10,13 +10,14 @@ values the garbage collector never tracks it.
 """
 from __future__ import annotations
 
+import functools
 import threading
 from itertools import islice
 from typing import Any, Callable, Hashable, Iterator
 
 import numpy as np
 
-__all__ = ["ByteLRU", "nbytes_of"]
+__all__ = ["ByteLRU", "nbytes_of", "byte_lru_cache"]
 
 
 def nbytes_of(value: Any) -> int:
@@ -93,3 +94,24 @@ class ByteLRU:
     def items(self) -> list:
         with self.lock:
             return list(self.data.items())
+
+
+def byte_lru_cache(max_bytes: int, size_of: Callable[[Any], int] = nbytes_of) -> Callable:
+    """``functools.lru_cache`` for functions of hashable positional arguments whose results are
+    arrays or automata (anything ``size_of`` can weigh), bounded by bytes.  The wrapper has
+    ``cache`` (the :class:`ByteLRU`) and ``cache_clear()``."""
+    def decorate(fn: Callable) -> Callable:
+        cache = ByteLRU(max_bytes, size_of)
+
+        @functools.wraps(fn)
+        def wrapper(*args: Any) -> Any:
+            hit = cache.get(args)
+            if hit is None:
+                hit = fn(*args)
+                cache.put(args, hit)
+            return hit
+
+        wrapper.cache = cache  # type: ignore[attr-defined]
+        wrapper.cache_clear = cache.clear  # type: ignore[attr-defined]
+        return wrapper
+    return decorate

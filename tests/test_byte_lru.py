@@ -3,7 +3,7 @@ import threading
 
 import numpy as np
 
-from structgen.engine.byte_lru import ByteLRU, nbytes_of
+from structgen.byte_lru import ByteLRU, nbytes_of
 
 
 def test_bound_held_and_least_recent_dropped_first():
