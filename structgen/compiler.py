@@ -239,6 +239,7 @@ class GrammarCompiler:
         warm_up_walk_kernels()
         _warm_up_string_automata(self.trie)
         self._cache: OrderedDict[tuple, CompiledGrammar] = OrderedDict()
+        self._sizes: dict[tuple, int] = {}  # bytes of each cached grammar, as last weighed
         self._cache_size = cache_size
         self._lock = threading.Lock()
         self._warm_up_schema_path()
@@ -256,6 +257,7 @@ class GrammarCompiler:
         m.next_token_mask()
         with self._lock:
             self._cache.clear()
+            self._sizes.clear()
 
     def _cached(self, key: tuple, build) -> CompiledGrammar:
         with self._lock:
@@ -265,18 +267,20 @@ class GrammarCompiler:
                 return hit
         g = build()
         with self._lock:
+            # bounded by count and by bytes: one schema with megabyte automata and lexer cores weighs
+            # more than 60 small ones.  A grammar is weighed when it comes in, and the one before it
+            # again (its lexers grow as it is used, and it has usually been used since)
+            if self._cache:
+                prev = next(reversed(self._cache))
+                self._sizes[prev] = self._cache[prev].nbytes()
             self._cache[key] = g
-            if len(self._cache) > self._cache_size:
-                self._cache.popitem(last=False)
-            # and by bytes: one schema with megabyte automata and lexers weighs more than 60 small
-            # ones (sizes read now: a grammar's lexers grow as it is used)
-            sizes = [v.nbytes() for v in self._cache.values()]
-            total = sum(sizes)
-            for size in sizes[:-1]:
-                if total <= GRAMMAR_CACHE_BYTES:
-                    break
-                self._cache.popitem(last=False)
-                total -= size
+            self._sizes[key] = g.nbytes()
+            total = sum(self._sizes.get(k, 0) for k in self._cache)
+            while len(self._cache) > 1 and (len(self._cache) > self._cache_size or total > GRAMMAR_CACHE_BYTES):
+                old, _ = self._cache.popitem(last=False)
+                total -= self._sizes.pop(old, 0)
+            if len(self._sizes) > 2 * len(self._cache) + 8:  # the cache was cleared from outside
+                self._sizes = {k: v for k, v in self._sizes.items() if k in self._cache}
         return g
 
     def _bounded(self, job, timeout: float | None, max_memory: int | None):

@@ -362,7 +362,7 @@ def literal_set_dfa(strings) -> DFA:
     return _literal_set_dfa(tuple(sorted(set(strings))))
 
 
-@byte_lru_cache(32 << 20)
+@byte_lru_cache(64 << 20)
 def _literal_set_dfa(strings: tuple[bytes, ...]) -> DFA:
     if not strings:
         return empty_dfa()

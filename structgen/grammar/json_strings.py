@@ -37,7 +37,7 @@ def any_content() -> DFA:
     return compile_regex(r"(?s:.*)", json_string=True)
 
 
-@byte_lru_cache(16 << 20)
+@byte_lru_cache(32 << 20)
 def length_content(lo: int, hi: int | None) -> DFA:
     """Content of ``lo..hi`` characters, built as a chain of char-DFA copies."""
     if hi is None and lo == 0:
@@ -86,7 +86,7 @@ def string_dfa(patterns: tuple[str, ...] = (), min_len: int = 0, max_len: int | 
 
 
 #: Bytes of string automata kept for reuse (a long ``maxLength`` or pattern makes megabyte tables).
-STRING_DFA_CACHE_BYTES = 64 << 20
+STRING_DFA_CACHE_BYTES = 128 << 20
 
 
 @byte_lru_cache(STRING_DFA_CACHE_BYTES)

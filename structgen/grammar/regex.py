@@ -291,7 +291,7 @@ DISK_CACHE_VERSION = 1
 DISK_CACHE_MIN_SECONDS = 0.005
 
 
-@byte_lru_cache(64 << 20)
+@byte_lru_cache(128 << 20)
 def _compile_cached(pattern: str, search: bool, json_string: bool, flags: int) -> DFA:
     """Compile once per process, and keep the DFA on disk: a grammar's lexers are
     precomputed automata, so a later process loads them instead of rebuilding."""
