@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 import time
 import traceback
 from pathlib import Path
@@ -343,11 +344,17 @@ def positional_json(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False)
 
 
+_UNICODE_CLASS = re.compile(r"(?<!\\)(?:\\\\)*\\[dDwWsSbB]")  # \d \w \s \b, not \\d
+
+
 def _jsonschema_can_judge(schema: Any) -> bool:
-    """Whether ``jsonschema``'s verdict on instances is a reference for this schema: not when it uses a
+    r"""Whether ``jsonschema``'s verdict on instances is a reference for this schema: not when it uses a
     ``format`` jsonschema cannot check here (it then passes anything, where structgen asserts the
     format) or a fractional ``multipleOf`` (jsonschema divides in floating point: 2000 is no multiple
-    of 1e-09 for it; structgen's decimal arithmetic is exact)."""
+    of 1e-09 for it; structgen's decimal arithmetic is exact), nor when a ``pattern`` or a
+    ``patternProperties`` key uses ``\d``, ``\w``, ``\s`` or ``\b``: jsonschema runs Python's ``re``,
+    whose classes are Unicode (``\d`` matches the Telugu digit four, ``\s`` the NEL control), where
+    JSON Schema's ECMA-262 classes (structgen's) are ASCII, or Unicode spaces for ``\s``."""
     import jsonschema
 
     cls = jsonschema.validators.validator_for(schema) if isinstance(schema, dict) else None
@@ -361,6 +368,10 @@ def _jsonschema_can_judge(schema: Any) -> bool:
                 return False
             mo = node.get("multipleOf")
             if isinstance(mo, (int, float)) and not isinstance(mo, bool) and mo != int(mo):
+                return False
+            patterns = [node.get("pattern")] + list(node.get("patternProperties") or {}) \
+                if isinstance(node.get("patternProperties", {}), dict) else [node.get("pattern")]
+            if any(isinstance(p, str) and _UNICODE_CLASS.search(p) for p in patterns):
                 return False
             stack.extend(node.values())
         elif isinstance(node, list):
