@@ -32,7 +32,7 @@ from .grammar.regex import compile_regex
 use_string_automata(string_dfa, class_string_dfa)
 
 #: compiled grammars kept for reuse; each holds its parser states (their masks, walks and lexer
-#: cores live in the engine's process-wide caches, bounded by bytes: structgen.engine.byte_lru)
+#: cores live in the engine's process-wide caches, bounded by bytes: structgen.byte_lru)
 GRAMMAR_CACHE_ENTRIES = 64
 #: ... and at most this many bytes of them (their automata and lexer cores; the newest always stays)
 GRAMMAR_CACHE_BYTES = 128 << 20
@@ -255,6 +255,10 @@ class GrammarCompiler:
         m = Matcher(g)
         m.accept_string('{"a":"x')
         m.next_token_mask()
+        self.clear_cache()
+
+    def clear_cache(self) -> None:
+        """Forget every compiled grammar this compiler keeps (cold-start measurements)."""
         with self._lock:
             self._cache.clear()
             self._sizes.clear()
@@ -275,12 +279,10 @@ class GrammarCompiler:
                 self._sizes[prev] = self._cache[prev].nbytes()
             self._cache[key] = g
             self._sizes[key] = g.nbytes()
-            total = sum(self._sizes.get(k, 0) for k in self._cache)
+            total = sum(self._sizes.values())
             while len(self._cache) > 1 and (len(self._cache) > self._cache_size or total > GRAMMAR_CACHE_BYTES):
                 old, _ = self._cache.popitem(last=False)
-                total -= self._sizes.pop(old, 0)
-            if len(self._sizes) > 2 * len(self._cache) + 8:  # the cache was cleared from outside
-                self._sizes = {k: v for k, v in self._sizes.items() if k in self._cache}
+                total -= self._sizes.pop(old)
         return g
 
     def _bounded(self, job, timeout: float | None, max_memory: int | None):

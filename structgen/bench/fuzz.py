@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from .fuzz_cases import KINDS, load_maskbench_rows, make_case
+from .maskbench import default_data_path
 
 __all__ = ["run_fuzz", "check_case", "format_fuzz_table", "FAILURES"]
 
@@ -163,7 +164,8 @@ def _validator(case: dict, grammar):
     return check
 
 
-def _allowed(m, vocab: int):
+def mask_ids(m, vocab: int):
+    """The token ids ``m``'s mask allows (the raw mask: no check at commit applied)."""
     import numpy as np
 
     words = np.ascontiguousarray(m.next_token_mask(), dtype=np.uint32)
@@ -208,7 +210,7 @@ def _walks_and_instances(case: dict, checker: _Checker, grammar, validate, t0: f
         stats["walks"] += 1
         out = bytearray()
         for step in range(48):
-            allowed = _allowed(m, info.vocab_size)
+            allowed = mask_ids(m, info.vocab_size)
             if walk == 0 and step in (0, 3) or (walk == 1 and step == 7):
                 brute = _brute_force(m, info)
                 stats["brute_forced"] += 1
@@ -333,7 +335,7 @@ def positional_json(value: Any) -> str:
     value can be written, not whether Python's float repr can."""
     from decimal import Decimal
 
-    if isinstance(value, float) and not isinstance(value, bool):
+    if isinstance(value, float):
         text = repr(value)
         return format(Decimal(text), "f") if "e" in text or "E" in text else text
     if isinstance(value, dict):
@@ -369,8 +371,8 @@ def _jsonschema_can_judge(schema: Any) -> bool:
             mo = node.get("multipleOf")
             if isinstance(mo, (int, float)) and not isinstance(mo, bool) and mo != int(mo):
                 return False
-            patterns = [node.get("pattern")] + list(node.get("patternProperties") or {}) \
-                if isinstance(node.get("patternProperties", {}), dict) else [node.get("pattern")]
+            pp = node.get("patternProperties")
+            patterns = [node.get("pattern"), *(pp if isinstance(pp, dict) else ())]
             if any(isinstance(p, str) and _UNICODE_CLASS.search(p) for p in patterns):
                 return False
             stack.extend(node.values())
@@ -398,7 +400,7 @@ def run_fuzz(*, n: int, seed: int = 0, kinds: tuple[str, ...] = KINDS, output: s
                 continue
     rows = None
     if "schema-mutation" in kinds:
-        path = Path(data) if data else Path(__file__).resolve().parents[3] / "shared" / "data" / "maskbench-dev.jsonl.gz"
+        path = Path(data) if data else default_data_path()
         rows = load_maskbench_rows(path) if path.exists() else None
     worker = None
     checker = None

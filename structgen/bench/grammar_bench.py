@@ -70,7 +70,7 @@ def bench_grammar(grammar_path: str | Path, *, tokenizer: str = "deepseek", n_do
         comp.compile_lark('start: "a"')  # one-off per process: Lark builds its own meta-grammar parser
         setup = time.perf_counter() - t0
         _clear_structgen_caches()
-        comp._cache.clear()
+        comp.clear_cache()
         t0 = time.perf_counter()
         g = comp.compile_lark(text)
         m = Matcher(g)

@@ -3,8 +3,7 @@
 A server keeps one compiler for hours while requests compile and step matchers on many threads.
 This run does that on a small scale: ``threads`` workers share one ``GrammarCompiler`` and loop
 until the time is up, each picking a constraint (MaskBench dev schemas, a regex, ``json.lark``),
-walking it with random tokens its masks allow (every allowed token must be accepted; a completed
-output must validate) and, every few walks, compiling a schema it has not seen (a MaskBench
+walking it with random tokens its masks allow (every allowed token must be accepted) and, every few walks, compiling a schema it has not seen (a MaskBench
 schema with one bound changed) so the caches keep filling and evicting.  The main thread samples
 the resident set every second.  Reported: matcher steps and walks per second, mismatches, and the
 resident set after warm-up (the first fifth of the run), at the end and its peak, with the
@@ -22,7 +21,8 @@ from typing import Any
 
 import numpy as np
 
-from .maskbench import current_rss_mb
+from .fuzz import mask_ids
+from .maskbench import current_rss_mb, default_data_path
 
 __all__ = ["run_load", "format_load_table"]
 
@@ -33,7 +33,7 @@ REGEXES = [r"[A-Z][a-z]{2,12}( [A-Z][a-z]{2,12}){0,3}", r"\d{4}-\d{2}-\d{2}T\d{2
 def _schemas(n: int, data: Path | None) -> list[Any]:
     from .fuzz_cases import load_maskbench_rows
 
-    path = data or Path(__file__).resolve().parents[3] / "shared" / "data" / "maskbench-dev.jsonl.gz"
+    path = data or default_data_path()
     if not path.exists():
         return [{"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "string", "maxLength": k}},
                  "required": ["a"]} for k in range(5, 5 + n)]
@@ -93,8 +93,7 @@ def run_load(*, seconds: float = 300.0, threads: int = 4, schemas: int = 40, tok
                 m = Matcher(g)
                 walks += 1
                 for _ in range(64):
-                    words = np.ascontiguousarray(m.next_token_mask(), dtype=np.uint32)
-                    allowed = np.flatnonzero(np.unpackbits(words.view(np.uint8), bitorder="little")[:info.vocab_size])
+                    allowed = mask_ids(m, info.vocab_size)
                     if not len(allowed):
                         break
                     t = int(allowed[rng.randrange(len(allowed))])

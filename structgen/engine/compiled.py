@@ -69,7 +69,8 @@ class CompiledGrammar:
         self._lock = threading.RLock()
         # masks live in the process-wide MASKS, keyed by this grammar's uid and (cid, lexer id,
         # lexer state) packed in one int (see mask): int keys and arrays, never tracked by the GC
-        self._uid = new_uid() << 128  # above any (cid, lexer, state) key
+        self._serial = new_uid()
+        self._uid = self._serial << 128  # above any (cid, lexer, state) key
         self._walker = TrieWalker(trie)
 
     # -- state helpers ---------------------------------------------------------
@@ -238,13 +239,11 @@ class CompiledGrammar:
 
     def cached_masks(self) -> int:
         """How many of this grammar's masks the process-wide cache holds."""
-        uid = self._uid >> 128
-        return sum(1 for k in MASKS.data if k >> 128 == uid)
+        return sum(1 for k in MASKS.data if k >> 128 == self._serial)
 
     def clear_masks(self) -> None:
         """Forget this grammar's cached masks (tests and cold-start measurements)."""
-        uid = self._uid >> 128
-        MASKS.discard_where(lambda k: k >> 128 == uid)
+        MASKS.discard_where(lambda k: k >> 128 == self._serial)
 
     def stats(self) -> dict:
         return {

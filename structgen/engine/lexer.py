@@ -16,7 +16,6 @@ reuse its walks too.
 """
 from __future__ import annotations
 
-import threading
 from functools import cached_property
 
 import numpy as np

@@ -198,9 +198,8 @@ class _Buffers:
         self.scratch = np.zeros(n_words, dtype=np.uint32)
         self.words = np.empty(n_words, dtype=np.int32)
         self.vals = np.empty(n_words, dtype=np.uint32)
-        self.hit_states = np.empty(int(trie.tok_ptr[-1]), dtype=np.int32)
-        self.hit_toks = np.empty(int(trie.tok_ptr[-1]), dtype=np.int32)
-        self.hits = (self.hit_states, self.hit_toks)
+        n_hits = int(trie.tok_ptr[-1])
+        self.hits = (np.empty(n_hits, dtype=np.int32), np.empty(n_hits, dtype=np.int32))  # (states, tokens)
 
 
 _per_thread = threading.local()

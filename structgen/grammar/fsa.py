@@ -8,7 +8,6 @@ an accepting state, and a missing transition is ``-1`` (dead).
 """
 from __future__ import annotations
 
-import functools
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass, field

@@ -82,7 +82,7 @@ def test_a_cached_walk_keeps_no_lexer_core_alive(compiler):
     assert refs
     n_walks = len(walks.cont_cache.data) + len(walks.inside_cache.data)
     del g
-    compiler._cache.clear()
+    compiler.clear_cache()
     lexer_mod._cores.clear()
     gc.collect()
     assert n_walks and all(r() is None for r in refs)
