@@ -11,6 +11,7 @@ values the garbage collector never tracks it.
 from __future__ import annotations
 
 import functools
+import sys
 import threading
 from itertools import islice
 from typing import Any, Callable, Hashable, Iterator
@@ -20,27 +21,60 @@ import numpy as np
 __all__ = ["ByteLRU", "nbytes_of", "byte_lru_cache"]
 
 
-def nbytes_of(value: Any) -> int:
-    """Bytes of the arrays in ``value`` (an array, or tuples/lists of them; other objects count 64)."""
+#: what a numpy array object costs besides its data, and a cache entry besides its value (the
+#: key, its slots in two dicts): with tens of thousands of small automata cached, these count
+ARRAY_OVERHEAD = 112
+ENTRY_OVERHEAD = 160
+#: longer tuples, lists and dicts are weighed from a sample of their items
+SAMPLED_LENGTH = 16
+
+
+def nbytes_of(value: Any, nested: bool = False) -> int:
+    """Bytes ``value`` holds, estimated: arrays by their data, tuples and lists by their items,
+    numbers and strings by their objects; an object with an integer ``nbytes`` (an automaton) by
+    that at the top level, and as a reference (8 bytes) inside another value, whose owner counts it."""
     if isinstance(value, np.ndarray):
-        return int(value.nbytes)
+        return int(value.nbytes) + ARRAY_OVERHEAD
+    if value is None or isinstance(value, bool):
+        return 8
+    if isinstance(value, (int, float)):
+        return 32
+    if isinstance(value, (str, bytes)):
+        return sys.getsizeof(value)
     if isinstance(value, (tuple, list)):
-        return 64 + sum(nbytes_of(v) for v in value)
+        n = len(value)
+        if n > SAMPLED_LENGTH:  # weighed from its ends, not item by item: weighing must stay cheap
+            return 56 + 8 * n + n * (nbytes_of(value[0], True) + nbytes_of(value[-1], True)) // 2
+        return 56 + 8 * n + sum(nbytes_of(v, True) for v in value)
+    if isinstance(value, dict):
+        n = len(value)
+        if n > SAMPLED_LENGTH:
+            k, v = next(iter(value.items()))
+            return sys.getsizeof(value) + n * (nbytes_of(k, True) + nbytes_of(v, True))
+        return sys.getsizeof(value) + sum(nbytes_of(k, True) + nbytes_of(v, True) for k, v in value.items())
+    if nested:
+        return 8
     nb = getattr(value, "nbytes", None)
     return int(nb) if isinstance(nb, (int, np.integer)) else 64
 
 
 class ByteLRU:
-    """A thread-safe LRU map holding at most ``max_bytes`` (as ``size_of`` counts each value).
+    """A thread-safe LRU map holding at most ``max_bytes`` (as ``size_of`` counts each value, plus
+    :data:`ENTRY_OVERHEAD` per entry).
 
     When an insertion goes over the bound, the least recently used entries are dropped until the
-    cache holds at most three quarters of it (evicting in batches keeps inserts cheap)."""
+    cache holds at most three quarters of it (evicting in batches keeps inserts cheap).  Values
+    that grow after they are cached (automata gain tables as they are used) name a cheap
+    ``version_of`` (an automaton's ``version``): a hit whose version changed is weighed again."""
 
-    def __init__(self, max_bytes: int, size_of: Callable[[Any], int] = nbytes_of) -> None:
+    def __init__(self, max_bytes: int, size_of: Callable[[Any], int] = nbytes_of,
+                 version_of: Callable[[Any], Hashable] | None = None) -> None:
         self.max_bytes = int(max_bytes)
         self.size_of = size_of
+        self.version_of = version_of
         self.data: dict = {}
         self._sizes: dict = {}
+        self._versions: dict = {}
         self.nbytes = 0
         self.lock = threading.Lock()
 
@@ -49,16 +83,28 @@ class ByteLRU:
             hit = self.data.pop(key, None)
             if hit is not None:
                 self.data[key] = hit  # now the most recently used
+                if self.version_of is not None:
+                    v = self.version_of(hit)
+                    if v != self._versions.get(key):
+                        self._versions[key] = v
+                        size = self.size_of(hit) + ENTRY_OVERHEAD
+                        self.nbytes += size - self._sizes[key]
+                        self._sizes[key] = size
+                        if self.nbytes > self.max_bytes:
+                            self._shrink(self.max_bytes * 3 // 4)
             return hit
 
     def put(self, key: Hashable, value: Any) -> None:
-        size = self.size_of(value)
+        size = self.size_of(value) + ENTRY_OVERHEAD
+        version = self.version_of(value) if self.version_of is not None else None
         with self.lock:
             if key in self.data:
                 del self.data[key]
                 self.nbytes -= self._sizes.pop(key)
             self.data[key] = value
             self._sizes[key] = size
+            if version is not None:
+                self._versions[key] = version
             self.nbytes += size
             if self.nbytes > self.max_bytes:
                 self._shrink(self.max_bytes * 3 // 4)
@@ -69,6 +115,7 @@ class ByteLRU:
             for k in batch:
                 del self.data[k]
                 self.nbytes -= self._sizes.pop(k)
+                self._versions.pop(k, None)
                 if self.nbytes <= target:
                     break
 
@@ -78,11 +125,13 @@ class ByteLRU:
             for k in [k for k in self.data if pred(k)]:
                 del self.data[k]
                 self.nbytes -= self._sizes.pop(k)
+                self._versions.pop(k, None)
 
     def clear(self) -> None:
         with self.lock:
             self.data.clear()
             self._sizes.clear()
+            self._versions.clear()
             self.nbytes = 0
 
     def __len__(self) -> int:
@@ -96,12 +145,13 @@ class ByteLRU:
             return list(self.data.items())
 
 
-def byte_lru_cache(max_bytes: int, size_of: Callable[[Any], int] = nbytes_of) -> Callable:
+def byte_lru_cache(max_bytes: int, size_of: Callable[[Any], int] = nbytes_of,
+                   version_of: Callable[[Any], Hashable] | None = None) -> Callable:
     """``functools.lru_cache`` for functions of hashable positional arguments whose results are
     arrays or automata (anything ``size_of`` can weigh), bounded by bytes.  The wrapper has
     ``cache`` (the :class:`ByteLRU`) and ``cache_clear()``."""
     def decorate(fn: Callable) -> Callable:
-        cache = ByteLRU(max_bytes, size_of)
+        cache = ByteLRU(max_bytes, size_of, version_of)
 
         @functools.wraps(fn)
         def wrapper(*args: Any) -> Any:

@@ -27,6 +27,7 @@ from .grammar.ir import GrammarIR, Repeat, Sym
 from .grammar.lark import lark_to_ir, load_lark_text
 from .grammar.json_strings import class_string_dfa, string_dfa
 from .grammar.regex import compile_regex
+from .malloc_trim import trim_after
 
 # bounded JSON strings are masked from counted walks over these automata (structgen.engine.counted)
 use_string_automata(string_dfa, class_string_dfa)
@@ -137,39 +138,52 @@ class _DeepRunner:
             thread = self._thread
             box: dict = {}
             done = threading.Event()
-            start_rss = _resident_bytes() if max_memory is not None else None
+            start_rss = _resident_bytes()
             t0 = time.monotonic()
             self._jobs.put((fn, box, done))
-            if timeout is None and max_memory is None:
-                done.wait()
-                return box
-            while not done.wait(_POLL_S):
-                limit = None
-                if timeout is not None and time.monotonic() - t0 > timeout:
-                    limit = "timeout"
-                elif start_rss is not None:
-                    rss = _resident_bytes()
-                    if rss is not None and rss - start_rss > max_memory:
-                        limit = "memory"
-                if limit is not None:
-                    with self._state:
-                        if self._running is box:
-                            _set_async_exc(thread.ident, _Cancelled)
-                            cancelled = True
-                        else:
-                            cancelled = False
-                    done.wait()
-                    # the exception may surface wrapped (raised inside a numba dispatcher's Python
-                    # callback it comes back as SystemError): any error of a cancelled job is the cancellation
-                    if cancelled and "error" in box:
-                        import gc
+            try:
+                return self._wait(thread, box, done, t0, start_rss, timeout, max_memory)
+            finally:
+                # a big compile's freed temporaries (and what the caches evicted to make room for
+                # its results) stay in the compile thread's malloc arena unless given back
+                end_rss = _resident_bytes()
+                trim_after(time.monotonic() - t0, None if end_rss is None or start_rss is None else end_rss - start_rss)
 
-                        box.clear()
-                        gc.collect()  # what the stopped compile built goes now, not at some later collection
-                        box["limit"] = limit
-                        box["seconds"] = time.monotonic() - t0
-                    return box
+    def _wait(self, thread, box: dict, done: threading.Event, t0: float, start_rss: int | None,
+              timeout: float | None, max_memory: int | None) -> dict:
+        """Wait for the job in ``box``, stopping it past ``timeout`` or ``max_memory``."""
+        if timeout is None and max_memory is None:
+            done.wait()
             return box
+        if max_memory is None:
+            start_rss = None
+        while not done.wait(_POLL_S):
+            limit = None
+            if timeout is not None and time.monotonic() - t0 > timeout:
+                limit = "timeout"
+            elif start_rss is not None:
+                rss = _resident_bytes()
+                if rss is not None and rss - start_rss > max_memory:
+                    limit = "memory"
+            if limit is not None:
+                with self._state:
+                    if self._running is box:
+                        _set_async_exc(thread.ident, _Cancelled)
+                        cancelled = True
+                    else:
+                        cancelled = False
+                done.wait()
+                # the exception may surface wrapped (raised inside a numba dispatcher's Python
+                # callback it comes back as SystemError): any error of a cancelled job is the cancellation
+                if cancelled and "error" in box:
+                    import gc
+
+                    box.clear()
+                    gc.collect()  # what the stopped compile built goes now, not at some later collection
+                    box["limit"] = limit
+                    box["seconds"] = time.monotonic() - t0
+                return box
+        return box
 
 
 _deep_runner = _DeepRunner()

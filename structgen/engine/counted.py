@@ -202,7 +202,7 @@ def class_counted(dfa: DFA) -> tuple[DFA, int, int] | None:
     cached = getattr(dfa, "_class_counted", False)  # (getattr: no instance dict is made for the GC to scan)
     if cached is not False:
         return cached
-    dfa._class_counted = result = _class_counted(dfa)
+    result = dfa.keep("_class_counted", _class_counted(dfa))
     return result
 
 
@@ -330,5 +330,5 @@ def boundary_counts(dfa: DFA, base: DFA, b_state: int, closed_state: int) -> np.
     if not ok:  # no opening quote (a long string's later chunk or tail): start inside the content
         pair_a, pair_c, ok, _ = _lockstep(dfa, base, b_state, b_state, closed_state)
     result = np.where(pair_a == b_state, pair_c, -1) if ok else None
-    dfa._boundary_counts = (base, result)
+    dfa.keep("_boundary_counts", (base, result))
     return result

@@ -39,7 +39,7 @@ def _kernel_parts(d: DFA) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     if parts is None:
         trans, accept = kernel_args(d)
         parts = (trans.reshape(-1), np.ascontiguousarray(d.classmap, dtype=np.int32), accept)
-        d._kernel_parts = parts
+        d.keep("_kernel_parts", parts)
     return parts
 
 
@@ -64,7 +64,7 @@ def _start_never_reentered(d: DFA) -> bool:
     """State 0 is the start and no transition leads back to it (cached on the DFA)."""
     ok = getattr(d, "_start_free", None)
     if ok is None:
-        ok = d._start_free = d.start == 0 and not bool((d.trans == 0).any())
+        ok = d.keep("_start_free", d.start == 0 and not bool((d.trans == 0).any()))
     return ok
 
 

@@ -180,8 +180,7 @@ def _dfa_boundary(dfa) -> np.ndarray:
     """Boundary marks for walking one terminal's own DFA: accepting states end a lexeme."""
     b = getattr(dfa, "_boundary", None)
     if b is None:
-        b = np.where(dfa.accept, 0, -1).astype(np.int32)
-        dfa._boundary = b
+        b = dfa.keep("_boundary", np.where(dfa.accept, 0, -1).astype(np.int32))
     return b
 
 

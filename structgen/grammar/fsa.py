@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..byte_lru import byte_lru_cache
+from ..byte_lru import byte_lru_cache, nbytes_of
 from ..errors import GrammarError
 from ..uids import new_uid
 from .fsa_kernels import backward_depth as _backward_depth, column_classes as _column_classes, \
@@ -104,6 +104,19 @@ class DFA:
     _dist: np.ndarray | None = field(default=None, repr=False)
     #: cache key of this automaton (see ``structgen.uids``)
     uid: int = field(default_factory=new_uid, init=False, repr=False, compare=False)
+    #: how many tables were attached by :meth:`keep` (caches weigh an automaton again when it changes)
+    version: int = field(default=0, init=False, repr=False, compare=False)
+
+    #: tables built on first use and kept on the automaton (by this module and the engine)
+    KEPT = ("_dist", "_range_edges", "_depth_cache", "_kernel_parts", "_start_free", "_boundary",
+            "_class_counted", "_boundary_counts")
+
+    def keep(self, name: str, value):
+        """Attach a table built from this automaton (one of :attr:`KEPT`) and return it; byte-bounded
+        caches holding the automaton see it grew (``version``)."""
+        setattr(self, name, value)
+        self.version += 1
+        return value
 
     @property
     def n_states(self) -> int:
@@ -111,7 +124,15 @@ class DFA:
 
     @property
     def nbytes(self) -> int:
-        """Bytes of the tables (what byte-bounded caches of automata count)."""
+        """Bytes of the tables, and of those built later and kept on the automaton (distances,
+        depth classes, transition ranges, kernel layouts): what byte-bounded caches count.
+        (Read by name: touching ``__dict__`` would make Python build a dict per automaton, which
+        the garbage collector then scans -- that cost ~0.2 ms per MaskBench compile.)"""
+        return 160 + self.table_nbytes + sum(nbytes_of(getattr(self, a, None), True) for a in self.KEPT)
+
+    @property
+    def table_nbytes(self) -> int:
+        """Bytes of the transition table, classes and accepting flags alone (cheap to read)."""
         return int(self.trans.nbytes + self.accept.nbytes + self.classmap.nbytes)
 
     @property
@@ -148,7 +169,7 @@ class DFA:
                             lo.append(a)
                             hi.append(b)
                             dst.append(t)
-            out = self._range_edges = (tuple(src), tuple(lo), tuple(hi), tuple(dst))
+            out = self.keep("_range_edges", (tuple(src), tuple(lo), tuple(hi), tuple(dst)))
         return out
 
     def accepting_states(self) -> list[int]:
@@ -174,7 +195,7 @@ class DFA:
     def dist_to_accept(self) -> np.ndarray:
         """Length of the shortest accepted suffix from each state (-1: none; BFS backwards)."""
         if self._dist is None:
-            self._dist = _backward_depth(*kernel_args(self))
+            self.keep("_dist", _backward_depth(*kernel_args(self)))
         return self._dist
 
     def shortest_string(self, state: int | None = None) -> bytes:
@@ -217,7 +238,7 @@ class DFA:
             canon = np.arange(self.n_states, dtype=np.int32)
         else:
             canon = _depth_canonical(*kernel_args(self), depth)
-        self._depth_cache = (depth, canon)
+        self.keep("_depth_cache", (depth, canon))
         return canon
 
     def min_length(self) -> int:
@@ -361,7 +382,17 @@ def literal_set_dfa(strings) -> DFA:
     return _literal_set_dfa(tuple(sorted(set(strings))))
 
 
-@byte_lru_cache(64 << 20)
+def dfa_cache(max_bytes: int):
+    """``byte_lru_cache`` for functions returning automata: an automaton that gained tables since it
+    was cached (depth classes, transition ranges) is weighed again when it is next looked up."""
+    return byte_lru_cache(max_bytes, version_of=_version_of)
+
+
+def _version_of(value) -> int:
+    return getattr(value, "version", 0)
+
+
+@dfa_cache(64 << 20)
 def _literal_set_dfa(strings: tuple[bytes, ...]) -> DFA:
     if not strings:
         return empty_dfa()

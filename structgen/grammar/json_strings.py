@@ -14,9 +14,8 @@ from json.encoder import encode_basestring as _encode_raw, encode_basestring_asc
 
 import numpy as np
 
-from ..byte_lru import byte_lru_cache
 from ..errors import GrammarError, UnsupportedFeature
-from .fsa import DFA, compact_classes, counted_repeat, intersect, literal_set_dfa, trim
+from .fsa import DFA, compact_classes, counted_repeat, dfa_cache, intersect, literal_set_dfa, trim
 from .regex import compile_regex
 
 #: Beyond this many counted characters a length bound is refused (the DFA would be too large).
@@ -37,7 +36,7 @@ def any_content() -> DFA:
     return compile_regex(r"(?s:.*)", json_string=True)
 
 
-@byte_lru_cache(32 << 20)
+@dfa_cache(32 << 20)
 def length_content(lo: int, hi: int | None) -> DFA:
     """Content of ``lo..hi`` characters, built as a chain of char-DFA copies."""
     if hi is None and lo == 0:
@@ -89,7 +88,7 @@ def string_dfa(patterns: tuple[str, ...] = (), min_len: int = 0, max_len: int | 
 STRING_DFA_CACHE_BYTES = 128 << 20
 
 
-@byte_lru_cache(STRING_DFA_CACHE_BYTES)
+@dfa_cache(STRING_DFA_CACHE_BYTES)
 def _string_dfa(patterns: tuple[str, ...], min_len: int, max_len: int | None, formats: tuple[str, ...]) -> DFA:
     from .formats import format_content
 

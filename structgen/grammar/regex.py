@@ -16,10 +16,9 @@ import time
 from re import _constants as C  # type: ignore[attr-defined]
 from re import _parser as sre_parse  # type: ignore[attr-defined]
 
-from ..byte_lru import byte_lru_cache
 from ..errors import GrammarError, UnsupportedFeature
 from . import charclass as cc
-from .fsa import DFA, NFA, counted_repeat, determinize, minimize
+from .fsa import DFA, NFA, counted_repeat, determinize, dfa_cache, minimize
 
 MAX_REPEAT_EXPANSION = 20_000
 #: A whole pattern ``^C{lo,hi}$`` (one character class repeated) with a bound at least this large
@@ -96,7 +95,6 @@ class _Builder:
     def node(self, item, a: int, b: int, flags: int) -> None:
         op, av = item
         icase = bool(flags & re.IGNORECASE)
-        nfa = self.nfa
         if op is C.LITERAL:
             self.chars(a, cc.casefold_ranges([(av, av)]) if icase else [(av, av)], b)
         elif op is C.NOT_LITERAL:
@@ -291,7 +289,7 @@ DISK_CACHE_VERSION = 1
 DISK_CACHE_MIN_SECONDS = 0.005
 
 
-@byte_lru_cache(128 << 20)
+@dfa_cache(128 << 20)
 def _compile_cached(pattern: str, search: bool, json_string: bool, flags: int) -> DFA:
     """Compile once per process, and keep the DFA on disk: a grammar's lexers are
     precomputed automata, so a later process loads them instead of rebuilding."""
