@@ -25,6 +25,8 @@ _LAZY = {
     "sample": ("structgen.runtime.sampling.draw", "sample"),
     "allocate_token_bitmask": ("structgen.runtime.masks", "allocate_token_bitmask"),
     "apply_token_bitmask_inplace": ("structgen.runtime.masks", "apply_token_bitmask_inplace"),
+    "set_cache_budget": ("structgen.byte_lru", "set_cache_budget"),
+    "cache_stats": ("structgen.byte_lru", "cache_stats"),
 }
 
 __all__ = sorted(list(_LAZY) + ["StructgenError", "GrammarError", "SchemaError", "UnsupportedFeature",

@@ -11,6 +11,7 @@ values the garbage collector never tracks it.
 from __future__ import annotations
 
 import functools
+import os
 import sys
 import threading
 from itertools import islice
@@ -18,7 +19,8 @@ from typing import Any, Callable, Hashable, Iterator
 
 import numpy as np
 
-__all__ = ["ByteLRU", "nbytes_of", "byte_lru_cache"]
+__all__ = ["ByteLRU", "nbytes_of", "byte_lru_cache", "set_cache_budget", "cache_budget", "cache_stats",
+           "reserve_budget", "budget_bytes"]
 
 
 #: what a numpy array object costs besides its data, and a cache entry besides its value (the
@@ -27,6 +29,77 @@ ARRAY_OVERHEAD = 112
 ENTRY_OVERHEAD = 160
 #: longer tuples, lists and dicts are weighed from a sample of their items
 SAMPLED_LENGTH = 16
+
+
+# ----------------------------------------------------------------------------- the process's budget
+#: every process-wide cache by name, with the bytes it may hold by default
+_DEFAULTS: dict[str, int] = {}
+_CACHES: dict[str, "ByteLRU"] = {}
+_budget_lock = threading.RLock()
+#: the bytes all caches together may hold (None: the sum of their defaults)
+_target: int | None = None
+
+
+def _scale() -> float:
+    default = sum(_DEFAULTS.values())
+    return 1.0 if _target is None or not default else _target / default
+
+
+def reserve_budget(name: str, default_bytes: int) -> None:
+    """Count a cache in the budget with its default bound (the compiler's grammars, which are not
+    a :class:`ByteLRU`, call this themselves); the caches already counted are re-bounded."""
+    with _budget_lock:
+        _DEFAULTS[name] = int(default_bytes)
+        if _target is not None:
+            _rebound()
+
+
+def budget_bytes(name: str) -> int:
+    """The bytes cache ``name`` may hold now (its default scaled to the budget)."""
+    with _budget_lock:
+        return int(_DEFAULTS[name] * _scale())
+
+
+def cache_budget() -> int:
+    """Bytes all structgen's caches together may hold (the sum of their bounds)."""
+    with _budget_lock:
+        return int(sum(_DEFAULTS.values()) * _scale())
+
+
+def set_cache_budget(total_bytes: int | None) -> None:
+    """Bound all structgen's caches together to ``total_bytes`` (None: their defaults, ~600 MB),
+    each keeping its share; caches over their new bound drop their least recent entries now.
+
+    Also read at import from ``STRUCTGEN_CACHE_MB``.  A smaller budget trades compile and
+    first-mask time on constraints seen before (their automata and masks are rebuilt) for memory."""
+    global _target
+    if total_bytes is not None and total_bytes <= 0:
+        raise ValueError("the cache budget must be a positive number of bytes")
+    with _budget_lock:
+        _target = None if total_bytes is None else int(total_bytes)
+        _rebound()
+
+
+def _rebound() -> None:
+    for name, c in list(_CACHES.items()):
+        c.set_bound(int(_DEFAULTS[name] * _scale()))
+
+
+def cache_stats() -> dict[str, dict[str, int]]:
+    """Per process-wide cache: ``bytes`` held (as weighed), ``max_bytes`` and ``entries``."""
+    with _budget_lock:
+        caches = list(_CACHES.items())
+    return {name: {"bytes": c.nbytes, "max_bytes": c.max_bytes, "entries": len(c)} for name, c in caches}
+
+
+def _budget_from_environment() -> None:
+    raw = os.environ.get("STRUCTGEN_CACHE_MB")
+    if raw:
+        try:
+            mb = float(raw)
+        except ValueError:
+            raise ValueError(f"STRUCTGEN_CACHE_MB must be a number of megabytes, not {raw!r}") from None
+        set_cache_budget(int(mb * 2**20))
 
 
 def nbytes_of(value: Any, nested: bool = False) -> int:
@@ -68,7 +141,9 @@ class ByteLRU:
     ``version_of`` (an automaton's ``version``): a hit whose version changed is weighed again."""
 
     def __init__(self, max_bytes: int, size_of: Callable[[Any], int] = nbytes_of,
-                 version_of: Callable[[Any], Hashable] | None = None) -> None:
+                 version_of: Callable[[Any], Hashable] | None = None, name: str | None = None) -> None:
+        """A ``name``d cache is part of the process's budget (:func:`set_cache_budget`): ``max_bytes``
+        is its default share."""
         self.max_bytes = int(max_bytes)
         self.size_of = size_of
         self.version_of = version_of
@@ -77,6 +152,18 @@ class ByteLRU:
         self._versions: dict = {}
         self.nbytes = 0
         self.lock = threading.Lock()
+        if name is not None:
+            with _budget_lock:
+                _CACHES[name] = self
+                reserve_budget(name, max_bytes)
+                self.max_bytes = budget_bytes(name)
+
+    def set_bound(self, max_bytes: int) -> None:
+        """Hold at most ``max_bytes`` from now on (dropping the least recent entries if over)."""
+        with self.lock:
+            self.max_bytes = int(max_bytes)
+            if self.nbytes > self.max_bytes:
+                self._shrink(self.max_bytes)
 
     def get(self, key: Hashable) -> Any:
         with self.lock:
@@ -151,7 +238,8 @@ def byte_lru_cache(max_bytes: int, size_of: Callable[[Any], int] = nbytes_of,
     arrays or automata (anything ``size_of`` can weigh), bounded by bytes.  The wrapper has
     ``cache`` (the :class:`ByteLRU`) and ``cache_clear()``."""
     def decorate(fn: Callable) -> Callable:
-        cache = ByteLRU(max_bytes, size_of, version_of)
+        name = f"{fn.__module__.removeprefix('structgen.')}.{fn.__qualname__}"
+        cache = ByteLRU(max_bytes, size_of, version_of, name=name)
 
         @functools.wraps(fn)
         def wrapper(*args: Any) -> Any:
@@ -165,3 +253,6 @@ def byte_lru_cache(max_bytes: int, size_of: Callable[[Any], int] = nbytes_of,
         wrapper.cache_clear = cache.clear  # type: ignore[attr-defined]
         return wrapper
     return decorate
+
+
+_budget_from_environment()

@@ -241,6 +241,7 @@ def _add_bench(sub: argparse._SubParsersAction) -> None:
     _add_bench_samplers(bench_sub)
     _add_bench_fuzz(bench_sub)
     _add_bench_load(bench_sub)
+    _add_bench_memory(bench_sub)
 
 
 def _add_bench_fuzz(bench_sub) -> None:
@@ -298,6 +299,33 @@ def _run_bench_load(args) -> int:
         print("problem:", p)
     print(f"samples and plot: {args.output}/load.json, {args.output}/load-rss.png")
     return 0 if s["mismatches"] == 0 and s["errors"] == 0 else 1
+
+
+def _add_bench_memory(bench_sub) -> None:
+    p = bench_sub.add_parser("memory", help="one process over MaskBench's dev split, several passes: resident set",
+                             description="One process compiles and masks every MaskBench dev schema (the work of "
+                                         "bench mask) PASSES times, recording its resident set after each schema: "
+                                         "the caches fill to their byte bounds in the first pass, and a bounded "
+                                         "process adds nothing in the next. Table per pass, JSON and plot in --output.")
+    p.add_argument("--passes", type=int, default=2)
+    p.add_argument("--sample", type=int, default=None, help="a random sample of N schemas (default: all)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--tokenizer", default="deepseek", help="deepseek (default) or smollm2")
+    p.add_argument("--data", default=None, help="MaskBench JSONL (default: ../shared/data/maskbench-dev.jsonl.gz)")
+    p.add_argument("--cache-mb", type=float, default=None,
+                   help="bound all caches together to this many MB (structgen.set_cache_budget; default ~600)")
+    p.add_argument("--output", default="bench-out/memory")
+    p.set_defaults(func=_run_bench_memory)
+
+
+def _run_bench_memory(args) -> int:
+    from .bench.memory import format_memory_table, run_memory
+
+    s = run_memory(passes=args.passes, sample=args.sample, seed=args.seed, tokenizer=args.tokenizer, data=args.data,
+                   cache_mb=args.cache_mb, output=args.output)
+    print(format_memory_table(s))
+    print(f"samples and plot: {args.output}/memory.json, {args.output}/memory-rss.png")
+    return 0
 
 
 def _add_bench_samplers(bench_sub) -> None:

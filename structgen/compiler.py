@@ -27,6 +27,7 @@ from .grammar.ir import GrammarIR, Repeat, Sym
 from .grammar.lark import lark_to_ir, load_lark_text
 from .grammar.json_strings import class_string_dfa, string_dfa
 from .grammar.regex import compile_regex
+from .byte_lru import budget_bytes, reserve_budget
 from .malloc_trim import trim_after
 
 # bounded JSON strings are masked from counted walks over these automata (structgen.engine.counted)
@@ -37,6 +38,7 @@ use_string_automata(string_dfa, class_string_dfa)
 GRAMMAR_CACHE_ENTRIES = 64
 #: ... and at most this many bytes of them (their automata and lexer cores; the newest always stays)
 GRAMMAR_CACHE_BYTES = 128 << 20
+reserve_budget("compiler.grammars", GRAMMAR_CACHE_BYTES)  # scaled by structgen.set_cache_budget
 DEEP_STACK_BYTES = 512 * 1024 * 1024
 DEEP_RECURSION_LIMIT = 100_000
 
@@ -294,7 +296,7 @@ class GrammarCompiler:
             self._cache[key] = g
             self._sizes[key] = g.nbytes()
             total = sum(self._sizes.values())
-            while len(self._cache) > 1 and (len(self._cache) > self._cache_size or total > GRAMMAR_CACHE_BYTES):
+            while len(self._cache) > 1 and (len(self._cache) > self._cache_size or total > budget_bytes("compiler.grammars")):
                 old, _ = self._cache.popitem(last=False)
                 total -= self._sizes.pop(old)
         return g

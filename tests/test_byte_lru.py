@@ -75,3 +75,46 @@ def test_an_automaton_counts_its_tables_built_later():
     assert n0 >= d.trans.nbytes + d.accept.nbytes + d.classmap.nbytes
     d.dist_to_accept()
     assert d.version == 1 and d.nbytes >= n0 + d.dist_to_accept().nbytes
+
+
+def test_one_budget_bounds_every_cache_and_is_restored():
+    import structgen
+    import structgen.compiler  # noqa: F401 - registers every cache
+    from structgen.byte_lru import budget_bytes, cache_budget
+
+    default = cache_budget()
+    assert 400 << 20 < default < 1 << 30
+    stats = structgen.cache_stats()
+    assert {"masks", "lexer.cores", "walks.inside", "grammar.json_strings._string_dfa"} <= set(stats)
+    masks = stats["masks"]["max_bytes"]
+    try:
+        structgen.set_cache_budget(default // 4)
+        assert abs(cache_budget() - default // 4) < 64
+        assert abs(structgen.cache_stats()["masks"]["max_bytes"] - masks // 4) <= 1
+        assert budget_bytes("compiler.grammars") == (128 << 20) // 4
+    finally:
+        structgen.set_cache_budget(None)
+    assert cache_budget() == default and structgen.cache_stats()["masks"]["max_bytes"] == masks
+
+
+def test_a_smaller_bound_evicts_at_once():
+    c = ByteLRU(1 << 20)
+    for k in range(10):
+        c.put(k, np.zeros(10_000, dtype=np.uint8))
+    c.set_bound(30_000)
+    assert c.nbytes <= 30_000 and 9 in c.data and 0 not in c.data
+
+
+def test_budget_from_the_environment():
+    import os
+    import subprocess
+    import sys
+
+    code = ("import structgen, structgen.compiler; from structgen.byte_lru import cache_budget; "
+            "print(cache_budget() >> 20)")
+    out = subprocess.run([sys.executable, "-c", code], env={**os.environ, "STRUCTGEN_CACHE_MB": "150"},
+                         capture_output=True, text=True, check=True).stdout
+    assert int(out.split()[-1]) == 150
+    bad = subprocess.run([sys.executable, "-c", code], env={**os.environ, "STRUCTGEN_CACHE_MB": "lots"},
+                         capture_output=True, text=True)
+    assert bad.returncode != 0 and "STRUCTGEN_CACHE_MB must be a number of megabytes" in bad.stderr

@@ -25,7 +25,7 @@ from .walks import EV_NODES, GROUPS, MASK, OWN, VALS, WORDS, TrieWalker
 #: Bytes of token masks kept for reuse, over every grammar of the process (32 MB: 2,000 masks over
 #: DeepSeek-V4's 129k tokens, 5,000 over a 50k vocabulary).
 MASK_CACHE_BYTES = 32 << 20
-MASKS = ByteLRU(MASK_CACHE_BYTES)
+MASKS = ByteLRU(MASK_CACHE_BYTES, name="masks")
 _NOTHING: frozenset[int] = frozenset()
 
 

@@ -46,7 +46,7 @@ def _kernel_parts(d: DFA) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 #: Bytes of packed DFA blobs kept for building lexer cores (a copy of each table: not kept on the
 #: DFA, where it doubled the memory of every cached automaton).
 PACKED_CACHE_BYTES = 32 << 20
-_packs = ByteLRU(PACKED_CACHE_BYTES)
+_packs = ByteLRU(PACKED_CACHE_BYTES, name="lexer.packed_automata")
 
 
 def _packed(d: DFA) -> np.ndarray:
@@ -270,7 +270,7 @@ class LexerCore:
         raise IndexError(state)
 
 
-_cores = ByteLRU(CORE_CACHE_BYTES, size_of=lambda core: core.nbytes())
+_cores = ByteLRU(CORE_CACHE_BYTES, size_of=lambda core: core.nbytes(), name="lexer.cores")
 
 
 def lexer_core(dfas: tuple[DFA, ...]) -> LexerCore:

@@ -163,8 +163,8 @@ def _core_walk_result(core, ev_nodes, ev_states, **arrays) -> Walk:
 
 
 # walks keyed by uids (``structgen.uids``), so a key alone names its automata; bounded by bytes
-inside_cache = ByteLRU(INSIDE_CACHE_BYTES)
-cont_cache = ByteLRU(CONT_CACHE_BYTES)
+inside_cache = ByteLRU(INSIDE_CACHE_BYTES, name="walks.inside")
+cont_cache = ByteLRU(CONT_CACHE_BYTES, name="walks.continuation")
 
 
 def _plain_loop(owner, trans, classmap) -> np.ndarray:

@@ -8,13 +8,11 @@ an accepting state, and a missing transition is ``-1`` (dead).
 """
 from __future__ import annotations
 
-import threading
-from collections import OrderedDict
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..byte_lru import byte_lru_cache, nbytes_of
+from ..byte_lru import ByteLRU, byte_lru_cache, nbytes_of
 from ..errors import GrammarError
 from ..uids import new_uid
 from .fsa_kernels import backward_depth as _backward_depth, column_classes as _column_classes, \
@@ -463,26 +461,19 @@ def _inherit_shadow(out: DFA, shadow, pa: np.ndarray, pb: np.ndarray) -> None:
 _PRODUCT_MODES = {"and": 0, "or": 1, "diff": 2}
 
 
-_DIFF_CACHE: "OrderedDict[tuple, DFA]" = OrderedDict()
-_DIFF_CACHE_ENTRIES = 2048
-_DIFF_LOCK = threading.Lock()
+#: "any other key" automata by (automaton uid, excluded keys); bounded by bytes
+_DIFF_CACHE = ByteLRU(32 << 20, version_of=_version_of, name="grammar.fsa.difference_literals")
 
 
 def difference_literals(a: DFA, strings) -> DFA:
     """``a`` minus a finite set of byte strings (memoised: objects with the same defined keys,
     in one schema or across schemas, share one "any other key" automaton and its walks)."""
     key = (a.uid, tuple(sorted(set(strings))))  # ints and bytes only: untracked by the GC
-    with _DIFF_LOCK:
-        hit = _DIFF_CACHE.get(key)
-        if hit is not None:
-            _DIFF_CACHE.move_to_end(key)
-            return hit
-    out = _difference_literals(a, key[1])
-    with _DIFF_LOCK:
-        _DIFF_CACHE[key] = out
-        if len(_DIFF_CACHE) > _DIFF_CACHE_ENTRIES:
-            _DIFF_CACHE.popitem(last=False)
-    return out
+    hit = _DIFF_CACHE.get(key)
+    if hit is None:
+        hit = _difference_literals(a, key[1])
+        _DIFF_CACHE.put(key, hit)
+    return hit
 
 
 def _difference_literals(a: DFA, ordered: tuple[bytes, ...]) -> DFA:
