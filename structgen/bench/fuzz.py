@@ -25,6 +25,7 @@ resumes from it), failures to ``reproducers/<id>.json``.
 """
 from __future__ import annotations
 
+import copy
 import json
 import random
 import re
@@ -312,7 +313,9 @@ def hypothesis_instances(schema: Any, *, seed: int, n: int = 5, budget_s: float 
         @hseed(seed)
         @settings(max_examples=n, database=None, deadline=None, phases=[Phase.generate],
                   suppress_health_check=list(HealthCheck))
-        @given(from_schema(schema))
+        # a copy: hypothesis-jsonschema rewrites the schema it is given in place (it merged a draft-04
+        # $ref's ignored siblings into the reference, and jsonschema then judged the case by that)
+        @given(from_schema(copy.deepcopy(schema)))
         def draw(value: Any) -> None:
             drawn.append(value)
 

@@ -64,3 +64,22 @@ def test_numbers_are_judged_exactly(checker):
     case = make_case(0, 6385, KINDS, None)
     assert case["source"] == {"type": "integer", "minimum": 0, "multipleOf": 7}
     assert check_case(case, checker)["status"] == "ok"
+
+
+def test_drawing_instances_leaves_the_schema_as_it_was():
+    """hypothesis-jsonschema rewrites the schema it is given; the fuzzer judged four MaskBench
+    mutations by the rewritten schema (a draft-04 ``$ref``'s ignored sibling merged in) and
+    reported structgen's correct verdicts as failures."""
+    import copy
+
+    import pytest
+
+    pytest.importorskip("hypothesis_jsonschema")
+    from structgen.bench.fuzz import hypothesis_instances
+
+    schema = {"$schema": "http://json-schema.org/draft-04/schema#", "type": "object",
+              "properties": {"d": {"type": "array", "items": {"$ref": "#/definitions/T", "type": "integer"}}},
+              "definitions": {"T": {"type": "object", "properties": {"id": {"type": "string"}}}}}
+    before = copy.deepcopy(schema)
+    hypothesis_instances(schema, seed=1)
+    assert schema == before
