@@ -313,7 +313,7 @@ def _add_bench_memory(bench_sub) -> None:
     p.add_argument("--tokenizer", default="deepseek", help="deepseek (default) or smollm2")
     p.add_argument("--data", default=None, help="MaskBench JSONL (default: ../shared/data/maskbench-dev.jsonl.gz)")
     p.add_argument("--cache-mb", type=float, default=None,
-                   help="bound all caches together to this many MB (structgen.set_cache_budget; default ~600)")
+                   help="bound all caches together to this many MB (structgen.set_cache_budget; default 640)")
     p.add_argument("--output", default="bench-out/memory")
     p.set_defaults(func=_run_bench_memory)
 
