@@ -83,3 +83,14 @@ def test_drawing_instances_leaves_the_schema_as_it_was():
     before = copy.deepcopy(schema)
     hypothesis_instances(schema, seed=1)
     assert schema == before
+
+
+def test_an_enum_number_in_any_positional_spelling(checker):
+    """Found by the 10,000-case campaign (schema-mutation-0-4612): an enum value holding 1e-09
+    refused the instance written 0.000000001, the same JSON number."""
+    case = {"id": "enum-spelling", "kind": "schema-mutation",
+            "source": {"allOf": [{"enum": [{"allOf": [{"foo": "bar", "maxProperties": 1e-09},
+                                                      {"type": "array", "items": {"type": "null"}, "maxItems": 1}]}]},
+                                 {"not": False}]},
+            "instances": [{"foo": "bar"}]}
+    assert check_case(case, checker)["status"] == "ok"

@@ -4,13 +4,14 @@ finite, and every candidate is validated against the other keywords, so they com
 from __future__ import annotations
 
 import json
+import math
 
 from ...errors import SchemaError
 from ..fsa import literal_set_dfa
 from ..ir import Expr, alt, seq
 from ..json_strings import literal_strings
 from ..presence import eval_presence
-from .json_values import NOT_FINITE, dedupe, json_filter, without_enum
+from .json_values import NOT_FINITE, dedupe, json_filter, number_spellings, without_enum
 from .limits import ENUM_STRINGS_AS_ONE_TERMINAL
 from .refs import SchemaNode
 
@@ -69,11 +70,19 @@ class FiniteValuesMixin:
         if isinstance(v, dict):
             if not v:
                 return seq(self.LBRACE, self.RBRACE)
+            members = [(k, seq(self.term(("key", k), literal_strings([k]), "KEY"), self.COLON, self.const_expr(x)))
+                       for k, x in v.items()]
+            if self.opts.property_order == "any" and len(members) > 1:
+                # the same object with its members in any order (JSON objects are unordered); past
+                # the any-order automaton's size the value's own order is kept
+                e = self.any_order_members(members, None, set(v), [], [], len(v), len(v))
+                if e is not NOT_FINITE and e is not None:
+                    return self.rule("obj", seq(self.LBRACE, e, self.RBRACE))
             parts: list[Expr] = [self.LBRACE]
-            for i, (k, x) in enumerate(v.items()):
+            for i, (_, e) in enumerate(members):
                 if i:
                     parts.append(self.COMMA)
-                parts += [self.term(("key", k), literal_strings([k]), "KEY"), self.COLON, self.const_expr(x)]
+                parts.append(e)
             parts.append(self.RBRACE)
             return seq(*parts)
         if isinstance(v, list):
@@ -88,9 +97,12 @@ class FiniteValuesMixin:
             return seq(*parts)
         if isinstance(v, str):
             return self.term(("str", v), literal_strings([v]), "LIT")
-        forms = {json.dumps(v)}
-        if isinstance(v, float) and v.is_integer():
-            forms.add(str(int(v)))
-        if isinstance(v, int) and not isinstance(v, bool):
-            forms.add(f"{v}.0")
-        return self.term(("num", tuple(sorted(forms))), literal_set_dfa([f.encode() for f in forms]), "LIT")
+        if isinstance(v, bool) or v is None or (isinstance(v, float) and not math.isfinite(v)):
+            return self.term(("num", (json.dumps(v),)), literal_set_dfa([json.dumps(v).encode()]), "LIT")
+        # a number: the spelling json.dumps gives (1e-09) and every positional one (0.000000001,
+        # 0.0000000010, ...), as an instance may spell the same value either way
+        from ..fsa import union
+        from ..regex import compile_regex
+
+        d = union(literal_set_dfa([json.dumps(v).encode()]), compile_regex(number_spellings(v)))
+        return self.term(("num", number_spellings(v), json.dumps(v)), d, "LIT")

@@ -527,3 +527,27 @@ def test_a_pattern_that_is_no_regex_is_a_schema_error_naming_it(comp, schema, po
     with pytest.raises(SchemaError, match="invalid regular expression") as e:
         comp.compile_json_schema(schema)
     assert e.value.pointer == pointer
+
+
+@pytest.mark.parametrize("schema,good,bad", [
+    ({"enum": [1e-09]}, ["1e-09", "0.000000001", "0.0000000010"], ["1e-10", "0.00000001", "0.000000002"]),
+    ({"const": {"a": [2.5e-3]}}, ['{"a":[0.0025]}', '{"a":[0.0025]}', '{"a":[0.00250]}'], ['{"a":[0.025]}']),
+    ({"enum": [100, -0.5]}, ["100", "100.0", "100.00", "-0.5", "-0.50"], ["1e2", "-0.6", "10"]),
+    ({"enum": [0]}, ["0", "0.0", "-0"], ["00", "0.1"]),
+])
+def test_enum_numbers_take_every_positional_spelling(comp, schema, good, bad):
+    """A JSON number has many spellings; an enum or const value takes json.dumps' one and every
+    positional one (found by the fuzz campaign: 1e-09 refused 0.000000001)."""
+    for text in good:
+        assert accepts_text(comp, schema, text), text
+    for text in bad:
+        assert not accepts_text(comp, schema, text), text
+
+
+def test_const_objects_in_any_member_order_with_property_order_any(comp):
+    schema = {"enum": [{"a": 1, "b": [True], "c": {"x": None, "y": "z"}}, 3]}
+    for text in ('{"a":1,"b":[true],"c":{"x":null,"y":"z"}}', '{"c":{"y":"z","x":null},"b":[true],"a":1}'):
+        assert accepts_text(comp, schema, text, property_order="any"), text
+    for text in ('{"a":1,"a":1,"b":[true],"c":{"x":null,"y":"z"}}', '{"b":[true],"a":1}'):
+        assert not accepts_text(comp, schema, text, property_order="any"), text
+    assert not accepts_text(comp, schema, '{"b":[true],"a":1,"c":{"x":null,"y":"z"}}')  # schema order by default
