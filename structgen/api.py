@@ -41,7 +41,7 @@ def resolve_model(model):
 
 def _run(model, grammar: CompiledGrammar, prompt_text: str, *, max_tokens: int, temperature: float | None,
          top_p: float, top_k: int, seed: int | None, sampler: str | None = None, particles: int = 8,
-         speculative: bool = True):
+         speculative: bool = True, hmm: Any = None):
     """Decode one output: the runtime's loop (greedy by default; ``speculative``: drafts verified in
     one forward pass, the same output) or, with ``sampler``, one draw from a distribution-correcting
     sampler (``structgen.runtime.sampling``)."""
@@ -57,12 +57,12 @@ def _run(model, grammar: CompiledGrammar, prompt_text: str, *, max_tokens: int, 
     from .runtime.sampling.draw import generate_with_sampler
 
     return generate_with_sampler(model, grammar, ids, max_tokens=max_tokens, temperature=temperature, top_p=top_p,
-                                 top_k=top_k, seed=seed, sampler=sampler, particles=particles)
+                                 top_k=top_k, seed=seed, sampler=sampler, particles=particles, hmm=hmm)
 
 
 def _run_many(model, grammar: CompiledGrammar, prompt_texts: list[str], *, max_tokens: int,
               temperature: float | None, top_p: float, top_k: int, seed: int | None, sampler: str | None = None,
-              particles: int = 8, speculative: bool = True) -> list:
+              particles: int = 8, speculative: bool = True, hmm: Any = None) -> list:
     """Decode one output per prompt; each entry is a ``GenerationResult`` or the exception its row raised.
 
     The runtime's loop runs the prompts as one batch (``structgen.runtime.batch``: one forward pass
@@ -80,7 +80,7 @@ def _run_many(model, grammar: CompiledGrammar, prompt_texts: list[str], *, max_t
             try:
                 out.append(_run(model, grammar, text, max_tokens=max_tokens, temperature=temperature, top_p=top_p,
                                 top_k=top_k, seed=None if seed is None else seed + i, sampler=sampler,
-                                particles=particles))
+                                particles=particles, hmm=hmm))
             except GenerationError as e:
                 out.append(e)
         return out
@@ -123,6 +123,11 @@ def _batch_outputs(results: list, finish, return_exceptions: bool) -> list:
 def schema_prompt(schema: dict, user: str | None = None) -> str:
     """The user turn: the request (or one built from the schema's title and
     description when there is none), then the schema the answer must follow."""
+    return f"{task_prompt(schema, user)}\n\nReply with JSON only, following this JSON Schema:\n{json.dumps(schema)}"
+
+
+def task_prompt(schema: dict, user: str | None = None) -> str:
+    """The request alone (or one built from the schema's title and description), no format."""
     if not user:
         parts = []
         if isinstance(schema, dict):
@@ -131,7 +136,7 @@ def schema_prompt(schema: dict, user: str | None = None) -> str:
             if schema.get("description"):
                 parts.append(str(schema["description"]))
         user = " ".join(parts) or "Create an example value."
-    return f"{user}\n\nReply with JSON only, following this JSON Schema:\n{json.dumps(schema)}"
+    return user
 
 
 def generate_json(model, schema: Any, prompt: str | None = None, *, max_tokens: int = DEFAULT_MAX_TOKENS,
@@ -139,7 +144,7 @@ def generate_json(model, schema: Any, prompt: str | None = None, *, max_tokens: 
                   whitespace: str = "compact", strict: bool = False, lenient: bool = False,
                   system: str | None = None, chat: bool = True, return_result: bool = False,
                   sampler: str | None = None, particles: int = 8, speculative: bool = True,
-                  prompts: list[str | None] | None = None, return_exceptions: bool = False) -> Any:
+                  prompts: list[str | None] | None = None, return_exceptions: bool = False, hmm: Any = None) -> Any:
     """Generate one JSON value that satisfies ``schema`` and return it parsed.
 
     ``schema``: a dict, JSON text, or a Pydantic model class (then an instance
@@ -153,7 +158,9 @@ def generate_json(model, schema: Any, prompt: str | None = None, *, max_tokens: 
     the finish-within-budget guard); ``"masked"``, ``"asap"``, ``"awrs"`` or ``"smc"`` (with
     ``particles``) return one output drawn from that sampler's approximation of the model's own
     distribution restricted to the schema, at ``temperature`` 1.0 unless given
-    (``structgen.sample`` draws many).
+    (``structgen.sample`` draws many).  ``"decog"`` (with ``hmm=``, an HMM distilled from the
+    model or its path) gives the model the request alone, without the schema, and lets the HMM
+    steer every token towards outputs that finish the format (a schema without recursion).
 
     ``speculative`` (default True): tokens the grammar forces and tokens the prompt suggests are
     drafted and checked in one forward pass; a draft is kept only where plain decoding would have
@@ -176,7 +183,8 @@ def generate_json(model, schema: Any, prompt: str | None = None, *, max_tokens: 
                                                       lenient=lenient)
 
     def prompt_text(request: str | None) -> str:
-        user = schema_prompt(schema_dict, request)
+        # Deco-G: the prompt carries the task only; the HMM carries the format
+        user = task_prompt(schema_dict, request) if sampler == "decog" else schema_prompt(schema_dict, request)
         return model.chat_prompt(user, system=system) if chat else user
 
     def finish(result):
@@ -184,7 +192,7 @@ def generate_json(model, schema: Any, prompt: str | None = None, *, max_tokens: 
         return (value, result) if return_result else value
 
     kw = dict(max_tokens=max_tokens, temperature=temperature, top_p=top_p, top_k=top_k, seed=seed, sampler=sampler,
-              particles=particles, speculative=speculative)
+              particles=particles, speculative=speculative, hmm=hmm)
     if prompts is not None:
         if prompt is not None:
             raise ValueError("give prompt= or prompts=, not both")
@@ -213,7 +221,7 @@ def generate_regex(model, pattern: str, prompt: str | None = None, *, max_tokens
                    temperature: float | None = None, top_p: float = 1.0, top_k: int = 0, seed: int | None = None,
                    system: str | None = None, chat: bool = True, sampler: str | None = None,
                    particles: int = 8, speculative: bool = True, prompts: list[str] | None = None,
-                   return_exceptions: bool = False) -> str | list:
+                   return_exceptions: bool = False, hmm: Any = None) -> str | list:
     """Generate text that fully matches ``pattern`` (Python regex syntax); ``speculative``,
     ``prompts`` and ``return_exceptions`` as in :func:`generate_json`."""
     model = resolve_model(model)
@@ -227,7 +235,7 @@ def generate_regex(model, pattern: str, prompt: str | None = None, *, max_tokens
     return _generate_text(model, grammar, prompt, prompts, finish, system=system, chat=chat,
                           return_exceptions=return_exceptions, max_tokens=max_tokens, temperature=temperature,
                           top_p=top_p, top_k=top_k, seed=seed, sampler=sampler, particles=particles,
-                          speculative=speculative)
+                          speculative=speculative, hmm=hmm)
 
 
 def _generate_text(model, grammar: CompiledGrammar, prompt: str | None, prompts: list[str] | None, finish, *,
@@ -249,7 +257,7 @@ def generate_grammar(model, grammar: str | Path, prompt: str | None = None, *, s
                      max_tokens: int = DEFAULT_MAX_TOKENS, temperature: float | None = None, top_p: float = 1.0,
                      top_k: int = 0, seed: int | None = None, system: str | None = None, chat: bool = True,
                      sampler: str | None = None, particles: int = 8, speculative: bool = True,
-                     prompts: list[str] | None = None, return_exceptions: bool = False) -> str | list:
+                     prompts: list[str] | None = None, return_exceptions: bool = False, hmm: Any = None) -> str | list:
     """Generate text in the language of a Lark grammar (text or a ``.lark`` path); ``speculative``,
     ``prompts`` and ``return_exceptions`` as in :func:`generate_json`."""
     model = resolve_model(model)
@@ -257,4 +265,4 @@ def generate_grammar(model, grammar: str | Path, prompt: str | None = None, *, s
     return _generate_text(model, compiled, prompt, prompts, lambda r: r.text, system=system, chat=chat,
                           return_exceptions=return_exceptions, max_tokens=max_tokens, temperature=temperature,
                           top_p=top_p, top_k=top_k, seed=seed, sampler=sampler, particles=particles,
-                          speculative=speculative)
+                          speculative=speculative, hmm=hmm)

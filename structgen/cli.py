@@ -231,7 +231,7 @@ def _run_bench_jsonschemabench(args: argparse.Namespace) -> int:
 def _add_bench(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("bench", help="benchmarks (mask speed/correctness, end-to-end generation, ...)",
                        description="Benchmarks. Subcommands: mask (MaskBench), jsonschemabench (end to end "
-                                   "with a real model), test-suite, grammar, decode, samplers, fuzz.")
+                                   "with a real model), test-suite, grammar, decode, samplers, decog, fuzz, load, memory.")
     bench_sub = p.add_subparsers(dest="bench_command", metavar="BENCHMARK")
     bench_sub.required = True
     _add_bench_mask(bench_sub)
@@ -242,6 +242,9 @@ def _add_bench(sub: argparse._SubParsersAction) -> None:
     _add_bench_fuzz(bench_sub)
     _add_bench_load(bench_sub)
     _add_bench_memory(bench_sub)
+    from .cli_hmm import add_bench_decog
+
+    add_bench_decog(bench_sub)
 
 
 def _add_bench_fuzz(bench_sub) -> None:
@@ -478,8 +481,9 @@ def _add_generate(sub) -> None:
                    help="0 (greedy) by default; 1.0 by default with --sampler")
     p.add_argument("--seed", type=int, default=None)
     p.add_argument("--whitespace", choices=["compact", "flexible"], default="compact")
-    p.add_argument("--sampler", choices=["masked", "asap", "awrs", "smc"], default=None,
+    p.add_argument("--sampler", choices=["masked", "asap", "awrs", "smc", "decog"], default=None,
                    help="draw from a distribution-correcting sampler instead of greedy decoding")
+    p.add_argument("--hmm", default=None, help="the HMM for --sampler decog (made by `structgen hmm distill`)")
     p.add_argument("--particles", type=int, default=8, help="SMC particles (with --sampler smc)")
     p.add_argument("--no-speculative", dest="speculative", action="store_false",
                    help="one token per forward pass (default: grammar-forced and prompt-lookup drafts, "
@@ -502,7 +506,7 @@ def _run_generate(args) -> int:
     try:
         model = load_model(args.model, quantized=args.quantized)
         kw = dict(max_tokens=args.max_tokens, temperature=args.temperature, seed=args.seed, sampler=args.sampler,
-                  particles=args.particles, speculative=args.speculative)
+                  particles=args.particles, speculative=args.speculative, hmm=args.hmm)
         if args.schema:
             text = Path(args.schema).read_text() if Path(args.schema).exists() else args.schema
             value = generate_json(model, _json.loads(text), args.prompt, whitespace=args.whitespace, **kw)
@@ -533,6 +537,9 @@ def build_parser() -> argparse.ArgumentParser:
     sub.required = True
     _add_bench(sub)
     _add_generate(sub)
+    from .cli_hmm import add_hmm
+
+    add_hmm(sub)
     return parser
 
 

@@ -86,7 +86,7 @@ from .tools import normalize_tool, parse_tool_call, tool_call_schema, tools_inst
 __all__ = ["ChatStructgen", "StructgenOutputParser"]
 
 _DEFAULT_MAX_TOKENS = 512
-_CALL_KWARGS = frozenset({"max_tokens", "temperature", "top_p", "top_k", "seed", "timeout", "sampler", "particles",
+_CALL_KWARGS = frozenset({"max_tokens", "temperature", "top_p", "top_k", "seed", "timeout", "sampler", "particles", "hmm",
                           "speculative"})
 # kwargs that LangChain itself may route to _generate/_stream, and that we set through bind()
 _INTERNAL_KWARGS = frozenset({"response_format", "tools", "tool_choice", "model", "stream",
@@ -296,6 +296,7 @@ class _Plan:
         self.timeout: Optional[float] = None
         self.sampler: Optional[str] = None
         self.particles = 8
+        self.hmm = None
         self.speculative = True
         # outcome
         self.token_ids: list[int] = []
@@ -335,11 +336,14 @@ class ChatStructgen(BaseChatModel):
     """Whether invoke() streams internally (callbacks see every token)."""
     schema_in_prompt: bool = True
     """Describe the schema / tools in the prompt (appended to the last user message)."""
-    sampler: Optional[Literal["masked", "asap", "awrs", "smc"]] = None
+    sampler: Optional[Literal["masked", "asap", "awrs", "smc", "decog"]] = None
     """Structured answers drawn by a distribution-correcting sampler (``structgen.sample``) at
     ``temperature`` (1.0 when 0) instead of the decoding loop; free text is unaffected."""
     particles: int = Field(default=8, ge=1)
     """SMC particles (``sampler="smc"``)."""
+    hmm: Optional[Any] = None
+    """The HMM for ``sampler="decog"`` (an ``HMM`` or the path of one from ``structgen hmm distill``);
+    with it, set ``schema_in_prompt=False``: the HMM carries the format, the prompt the task."""
     speculative: bool = True
     """Draft grammar-forced and prompt-lookup tokens and verify them in one forward pass (the same
     tokens as without, in fewer forward passes); False decodes one token per forward pass."""
@@ -429,9 +433,10 @@ class ChatStructgen(BaseChatModel):
         p.timeout = kwargs.get("timeout", self.timeout)
         p.sampler = kwargs.get("sampler", self.sampler)
         p.particles = int(kwargs.get("particles", self.particles))
+        p.hmm = kwargs.get("hmm", self.hmm)
         p.speculative = bool(kwargs.get("speculative", self.speculative))
-        if p.sampler is not None and p.sampler not in ("masked", "asap", "awrs", "smc"):
-            raise ValueError(f"unsupported sampler {p.sampler!r}: masked, asap, awrs or smc")
+        if p.sampler is not None and p.sampler not in ("masked", "asap", "awrs", "smc", "decog"):
+            raise ValueError(f"unsupported sampler {p.sampler!r}: masked, asap, awrs, smc or decog")
         p.stops = list(stop if stop is not None else (self.stop or []))
 
         model = self.get_model()
@@ -528,7 +533,8 @@ class ChatStructgen(BaseChatModel):
 
         temperature = p.temperature if p.temperature > 0 else None
         result = generate_with_sampler(model, p.grammar, p.prompt_ids, max_tokens=p.max_tokens, temperature=temperature,
-                              top_p=p.top_p, top_k=p.top_k, seed=p.seed, sampler=p.sampler, particles=p.particles)
+                              top_p=p.top_p, top_k=p.top_k, seed=p.seed, sampler=p.sampler, particles=p.particles,
+                              hmm=p.hmm)
         p.is_tool_call = p.mode == "tools"
         for t in result.token_ids:
             p.token_ids.append(t)

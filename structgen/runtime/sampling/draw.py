@@ -7,7 +7,10 @@
 * ``"awrs"`` -- adaptive weighted rejection sampling: each token tested one at a time (no full
   mask), each sample weighted so that weighted samples estimate the target;
 * ``"smc"`` -- sequential Monte Carlo over AWRS proposals: ``n`` runs of ``particles`` particles,
-  normalised weights within each run and an estimate of log P(L) per run.
+  normalised weights within each run and an estimate of log P(L) per run;
+* ``"decog"`` -- Deco-G: an HMM distilled from the model (``hmm=``) looks ahead over the format
+  (a regular constraint) and reweights each token by its probability of still finishing it; the
+  model's prompt carries only the task.
 """
 from __future__ import annotations
 
@@ -16,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import time
+import weakref
 
 import numpy as np
 
@@ -27,7 +31,7 @@ from .smc import run_smc
 
 __all__ = ["Sample", "sample", "METHODS", "draw_one", "draw_samples", "generate_with_sampler"]
 
-METHODS = ("masked", "asap", "awrs", "smc")
+METHODS = ("masked", "asap", "awrs", "smc", "decog")
 
 
 @dataclass
@@ -70,13 +74,19 @@ def _check_method(method: str, estimator: str) -> None:
 def sample(model: Any, prompt: str, *, schema: Any = None, regex: str | None = None, grammar: Any = None,
            n: int = 1, method: str = "masked", particles: int = 8, temperature: float = 1.0,
            max_tokens: int = 256, seed: int | None = None, chat: bool = True, system: str | None = None,
-           start: str = "start", estimator: str = "two-pass", whitespace: str = "compact") -> list[Sample]:
+           start: str = "start", estimator: str = "two-pass", whitespace: str = "compact", hmm: Any = None,
+           prune: int | float | None = None) -> list[Sample]:
     """Draw ``n`` outputs under one constraint (``schema=``, ``regex=`` or ``grammar=``).
 
     For ``method="smc"``, ``n`` is the number of independent runs and each returns its
     ``particles`` samples.  The same ``seed`` gives the same samples.  Every returned output
     satisfies the constraint; an output the budget cannot finish is never returned (a sample
-    that meets a dead end is drawn again, at most ``10 n`` times)."""
+    that meets a dead end is drawn again, at most ``10 n`` times).
+
+    ``method="decog"`` needs ``hmm=`` (an ``HMM`` or the path of one saved by ``structgen hmm
+    distill``); the prompt is given to the model as it is, without the schema (the HMM carries the
+    format); ``prune``: keep the top ``prune`` hidden states each step (an int) or the fewest holding
+    that share of their mass (a float below 1)."""
     from ...api import resolve_model, schema_prompt
 
     _check_method(method, estimator)
@@ -84,15 +94,36 @@ def sample(model: Any, prompt: str, *, schema: Any = None, regex: str | None = N
         raise ValueError(f"n must be >= 1, got {n}")
     model = resolve_model(model)
     compiled, kind = _constraint(model, schema, regex, grammar, start, whitespace)
-    text = schema_prompt(schema, prompt) if kind == "json" and schema is not None else prompt
+    text = schema_prompt(schema, prompt) if kind == "json" and method != "decog" else prompt
     prompt_text = model.chat_prompt(text, system=system) if chat else text
     lm = ModelLM(model, model.encode(prompt_text), temperature=temperature)
     return draw_samples(lm, compiled, model.info, n=n, method=method, particles=particles,
-                        max_tokens=max_tokens, seed=seed, estimator=estimator)
+                        max_tokens=max_tokens, seed=seed, estimator=estimator, hmm=hmm, prune=prune)
+
+
+_TOKEN_DFAS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()  # compiled grammar -> token DFA
+
+
+def decog_sampler(compiled, hmm: Any, vocab_size: int, max_tokens: int, prune: int | float | None = None):
+    """The Deco-G sampler for a compiled constraint: its token automaton (built once per grammar)
+    and the HMM's backward table over ``max_tokens``."""
+    from .decog import DecoG, resolve_hmm
+    from .token_dfa import token_dfa
+
+    hmm = resolve_hmm(hmm, vocab_size)
+    dfa = _TOKEN_DFAS.get(compiled)
+    if dfa is None:
+        dfa = _TOKEN_DFAS[compiled] = token_dfa(compiled)
+    if prune is None:
+        return DecoG(hmm, dfa, max_tokens)
+    if isinstance(prune, float) and prune < 1.0:
+        return DecoG(hmm, dfa, max_tokens, mass=prune)
+    return DecoG(hmm, dfa, max_tokens, top_k=int(prune))
 
 
 def draw_samples(lm, compiled, info, *, n: int, method: str, particles: int = 8, max_tokens: int = 256,
-                 seed: int | None = None, estimator: str = "two-pass", budget_aware: bool = True) -> list[Sample]:
+                 seed: int | None = None, estimator: str = "two-pass", budget_aware: bool = True,
+                 hmm: Any = None, prune: int | float | None = None) -> list[Sample]:
     """:func:`sample` on an already built LM view and compiled constraint (tests, benchmarks).
 
     ``budget_aware`` (AWRS and SMC): a token is viable only if the output can still finish within
@@ -119,6 +150,7 @@ def draw_samples(lm, compiled, info, *, n: int, method: str, particles: int = 8,
                                   run.checks // max(1, particles)))
         return out
     trie = ASAp(lm, matcher, max_tokens=max_tokens) if method == "asap" else None
+    decog = decog_sampler(compiled, hmm, info.vocab_size, max_tokens, prune) if method == "decog" else None
     failures = 0
     while len(out) < n:
         try:
@@ -126,6 +158,8 @@ def draw_samples(lm, compiled, info, *, n: int, method: str, particles: int = 8,
                 s = sample_masked(lm, matcher, rng, max_tokens=max_tokens)
             elif method == "asap":
                 s = trie.sample(rng)
+            elif method == "decog":
+                s = decog.sample(lm, rng)
             else:
                 s = sample_awrs(lm, matcher, rng, max_tokens=max_tokens, estimator=estimator,
                                 budget_aware=budget_aware)
@@ -155,7 +189,8 @@ def draw_one(samples: list[Sample], seed: int | None) -> Sample:
 
 
 def generate_with_sampler(model: Any, grammar: Any, ids: list[int], *, max_tokens: int, temperature: float | None,
-                          top_p: float, top_k: int, seed: int | None, sampler: str, particles: int):
+                          top_p: float, top_k: int, seed: int | None, sampler: str, particles: int,
+                          hmm: Any = None):
     """One output for ``generate_*(sampler=...)`` and the LangChain model: a draw from the
     sampler's approximation of the target, as a ``GenerationResult`` (``log_weight`` and, in
     ``extra``, forward passes, constraint checks and the run's log P(L) estimate)."""
@@ -170,7 +205,7 @@ def generate_with_sampler(model: Any, grammar: Any, ids: list[int], *, max_token
     lm = ModelLM(model, ids, temperature=temperature or 1.0)
     try:
         samples = draw_samples(lm, grammar, model.info, n=1, method=sampler, particles=particles,
-                               max_tokens=max_tokens, seed=seed)
+                               max_tokens=max_tokens, seed=seed, hmm=hmm)
     except DeadEnd as e:
         raise GenerationError(f"sampler={sampler!r} found no output within max_tokens={max_tokens}: {e}") from None
     if not samples:
