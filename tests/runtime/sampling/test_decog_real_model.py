@@ -23,7 +23,8 @@ PROMPT = "Name a colour and an animal, like 'brown bear'. Answer with the two wo
 
 @pytest.fixture(scope="module")
 def hmm(smol):
-    return distill_hmm(smol, [PROMPT], hidden=16, samples_per_prompt=96, max_tokens=12, seed=0, show_progress=False)
+    # small H for a thousand-odd tokens: larger HMMs overfit so few samples (BENCHMARKS.md, Deco-G)
+    return distill_hmm(smol, [PROMPT], hidden=8, samples_per_prompt=256, max_tokens=12, seed=0, show_progress=False)
 
 
 def test_distilled_samples_are_the_models_and_end_with_eos(smol):
@@ -45,6 +46,15 @@ def test_decog_comes_closer_to_the_target_than_masking(smol, hmm):
     dg = DecoG(hmm, token_dfa(g), 10)
     d = {x: math.exp(dg.sequence_log_prob(lm, x)) for x in pi}
     assert math.isclose(sum(d.values()), 1.0, rel_tol=1e-9)  # all of Deco-G's mass is inside the language
+    # masking's main bias here is tokenization: it spends much of its mass on spellings the model
+    # almost never uses; the HMM's look-ahead does not
+    best: dict[str, tuple] = {}
+    for x, v in pi.items():
+        k = smol.info.decode_bytes(list(x)).decode()
+        if k not in best or v > pi[best[k]]:
+            best[k] = x
+    assert sum(pi[x] for x in best.values()) > 0.99
+    assert sum(d[x] for x in best.values()) > 0.99 > 0.8 > sum(q[x] for x in best.values())
     assert total_variation(pi, d) < total_variation(pi, q)
 
 
