@@ -221,7 +221,7 @@ class DecoG:
             t = int(ids[rng.choice(len(ids), p=p / p.sum())])
             s = dfa.step(s, t)
             if dfa.absorbing[s]:
-                return SequenceSample(out, 0.0, steps=step + 1, checks=len(ids))
+                return SequenceSample(out, 0.0, steps=step + 1)  # no matcher checks: the table decides
             out.append(t)
             a = hmm.forward_step(a, t)
         if self.exact_length and dfa.final[s]:

@@ -116,8 +116,8 @@ def decog_sampler(compiled, hmm: Any, vocab_size: int, max_tokens: int, prune: i
         dfa = _TOKEN_DFAS[compiled] = token_dfa(compiled)
     if prune is None:
         return DecoG(hmm, dfa, max_tokens)
-    if isinstance(prune, float) and prune < 1.0:
-        return DecoG(hmm, dfa, max_tokens, mass=prune)
+    if isinstance(prune, float):  # a share of the forward vector's mass (1.0: no pruning)
+        return DecoG(hmm, dfa, max_tokens, mass=prune if prune < 1.0 else None)
     return DecoG(hmm, dfa, max_tokens, top_k=int(prune))
 
 
