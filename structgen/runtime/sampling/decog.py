@@ -72,9 +72,9 @@ class BackwardTable:
         vec = np.zeros((max_len + 1, n, h))
         log_scale = np.full((max_len + 1, n), -np.inf)
         absorbing = dfa.absorbing
-        start = dfa.final & ~absorbing
-        vec[0, start] = 1.0
-        log_scale[0, start] = 0.0
+        ends = dfa.final & ~absorbing  # beta_0: the output may stop here
+        vec[0, ends] = 1.0
+        log_scale[0, ends] = 0.0
         vec[:, absorbing] = 1.0
         log_scale[:, absorbing] = 0.0
         firsts = np.flatnonzero(np.r_[True, src_a[1:] != src_a[:-1]]) if len(src_a) else np.zeros(0, dtype=np.int64)
