@@ -231,7 +231,7 @@ def _run_bench_jsonschemabench(args: argparse.Namespace) -> int:
 def _add_bench(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("bench", help="benchmarks (mask speed/correctness, end-to-end generation, ...)",
                        description="Benchmarks. Subcommands: mask (MaskBench), jsonschemabench (end to end "
-                                   "with a real model), test-suite, grammar, decode, samplers, decog, fuzz, load, memory.")
+                                   "with a real model), test-suite, grammar, decode, samplers, decog, kgqa, fuzz, load, memory.")
     bench_sub = p.add_subparsers(dest="bench_command", metavar="BENCHMARK")
     bench_sub.required = True
     _add_bench_mask(bench_sub)
@@ -245,6 +245,9 @@ def _add_bench(sub: argparse._SubParsersAction) -> None:
     from .cli_hmm import add_bench_decog
 
     add_bench_decog(bench_sub)
+    from .cli_kg import add_bench_kgqa
+
+    add_bench_kgqa(bench_sub)
 
 
 def _add_bench_fuzz(bench_sub) -> None:
@@ -540,6 +543,9 @@ def build_parser() -> argparse.ArgumentParser:
     from .cli_hmm import add_hmm
 
     add_hmm(sub)
+    from .cli_kg import add_kg
+
+    add_kg(sub)
     return parser
 
 

@@ -3,7 +3,7 @@ forming a chain from the question's entities.
 
 The output format (``chain_grammar``): free text, facts written ``[subject; relation; object]`` with
 the terms' labels, and a last line ``Answer: <entity>``.  This tracker holds the set of entities
-*reached* so far (the start entities, then every entity a fact names) and constrains each fact to
+*reached* so far (the start entities, then every term a fact names) and constrains each fact to
 the triples adjacent to it, as ``docs/algorithms.md`` section 4 describes:
 
 * the subject is a reached entity, or an entity with a triple into the reached set;
@@ -52,8 +52,9 @@ def chain_grammar(max_hops: int) -> str:
 class ChainTracker:
     """Graph checks for a reasoning chain (see the module docstring).
 
-    States are ``(mode, pos, subject, relation, partial, reached)``; ``reached`` is a frozenset of
-    term ids; in ``ANSWER_LEAD`` mode ``pos`` counts the bytes of ``"\\nAnswer: "`` read."""
+    States are ``(mode, pos, subject, relation, partial, reached, facts)``; ``reached`` is a frozenset
+    of term ids (entities, and literal values a fact reached: an answer may be one), ``facts`` counts
+    the facts written; in ``ANSWER_LEAD`` mode ``pos`` counts the bytes of ``"\\nAnswer: "`` read."""
 
     def __init__(self, index: GraphIndex, start: Iterable[int]):
         self.index = index
@@ -61,7 +62,7 @@ class ChainTracker:
         reached = frozenset(int(s) for s in start)
         if not reached:
             raise ValueError("a chain needs at least one start entity")
-        self.initial = (FREE, 0, NONE, NONE, b"", reached)
+        self.initial = (FREE, 0, NONE, NONE, b"", reached, 0)
         self.slots = SurfaceCache(self._build_slot)
         self._hidden = np.array(sorted(index.label_relations), dtype=np.int32)
 
@@ -98,7 +99,7 @@ class ChainTracker:
         return e[~np.isin(e[:, 0], self._hidden)] if len(self._hidden) else e
 
     def slot(self, state: tuple) -> SurfaceSet:
-        mode, pos, subj, rel, _, reached = state
+        mode, pos, subj, rel, _, reached, _ = state
         if mode == ANSWER:
             return self.slots.get(("answer", reached))
         if pos == 0:
@@ -109,19 +110,19 @@ class ChainTracker:
 
     # -- the byte step ----------------------------------------------------------------------------------
     def step(self, state: tuple, b: int) -> tuple | None:
-        mode, pos, subj, rel, partial, reached = state
+        mode, pos, subj, rel, partial, reached, facts = state
         if mode == FREE:
             if b == 0x5B:  # [
-                return (FACT, 0, NONE, NONE, b"", reached)
+                return (FACT, 0, NONE, NONE, b"", reached, facts)
             if b == 0x0A:
-                return (ANSWER_LEAD, 1, NONE, NONE, b"", reached)
+                return (ANSWER_LEAD, 1, NONE, NONE, b"", reached, facts)
             return state
         if mode == ANSWER_LEAD:
             if b != ANSWER_PREFIX[pos]:
                 return None
             if pos + 1 == len(ANSWER_PREFIX):
-                return (ANSWER, 0, NONE, NONE, b"", reached)
-            return (ANSWER_LEAD, pos + 1, NONE, NONE, b"", reached)
+                return (ANSWER, 0, NONE, NONE, b"", reached, facts)
+            return (ANSWER_LEAD, pos + 1, NONE, NONE, b"", reached, facts)
         if mode == FACT and partial == b"" and pos > 0 and b == 0x20:
             return state  # the space after "; "
         ends = (mode == FACT) and ((b == 0x3B and pos < 2) or (b == 0x5D and pos == 2))
@@ -131,14 +132,13 @@ class ChainTracker:
             if tid is None:
                 return None
             if pos == 0:
-                return (FACT, 1, tid, NONE, b"", reached)
+                return (FACT, 1, tid, NONE, b"", reached, facts)
             if pos == 1:
-                return (FACT, 2, subj, tid, b"", reached)
-            grown = reached | {subj} | ({tid} if self.index.terms[tid].kind == "iri" else set())
-            return (FREE, 0, NONE, NONE, b"", frozenset(grown))
+                return (FACT, 2, subj, tid, b"", reached, facts)
+            return (FREE, 0, NONE, NONE, b"", reached | {subj, tid}, facts + 1)
         ext = partial + bytes((b,))
         if slot.has_prefix(ext):
-            return (mode, pos, subj, rel, ext, reached)
+            return (mode, pos, subj, rel, ext, reached, facts)
         return None
 
     def invariant(self, state: tuple) -> bytes | None:
@@ -147,9 +147,24 @@ class ChainTracker:
     def can_end(self, state: tuple) -> bool:
         return state[0] == ANSWER and self.slot(state).id_of(state[4]) is not None
 
+    def finish_term(self, state: tuple) -> bytes:
+        """The fewest bytes that complete the label being written (b"" outside one)."""
+        if state[0] not in (FACT, ANSWER):
+            return b""
+        return self.slot(state).shortest_rest(state[4]) or b""
+
     def min_extra(self, state: tuple) -> int:
-        if state[0] == FACT:
-            return self.slot(state).min_rest(state[4]) + (6 if state[1] < 2 else 1)
-        if state[0] == ANSWER:
+        """A lower bound of the bytes still to write: the term being written, what a fact needs
+        after it, and the answer line (a fact first when none was written)."""
+        mode, pos = state[0], state[1]
+        answer = len(ANSWER_PREFIX) + 1
+        if mode == FACT:
+            return self.slot(state).min_rest(state[4]) + (6 if pos < 2 else 1) + answer
+        if mode == ANSWER_LEAD:
+            return len(ANSWER_PREFIX) - pos + 1
+        if mode == ANSWER:
             return self.slot(state).min_rest(state[4])
-        return 0
+        if state[6] == 0:  # FREE before the first fact
+            first = (FACT, 0, NONE, NONE, b"", state[5], 0)
+            return 1 + self.slot(first).min_rest(b"") + 7 + answer
+        return answer

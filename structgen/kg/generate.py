@@ -147,7 +147,7 @@ def chain_prompt(kg: KnowledgeGraph, question: str, start_labels: list[str], *, 
 
 
 # -- generation -------------------------------------------------------------------------------------------
-def _decode(model, prompt_text: str, matcher: GraphMatcher, *, max_tokens: int, temperature: float,
+def _decode(model, prompt_text: str, matcher: Any, *, max_tokens: int, temperature: float,
             seed: int | None):
     from ..runtime.budget import BudgetGuard
     from ..runtime.loop import generate_constrained
@@ -157,7 +157,7 @@ def _decode(model, prompt_text: str, matcher: GraphMatcher, *, max_tokens: int, 
                                 speculative=True)
 
 
-def generate_sparql(model: Any, question: str, kg: KnowledgeGraph, *, max_tokens: int = 96,
+def generate_sparql(model: Any, question: str, kg: KnowledgeGraph, *, max_tokens: int = 128,
                     temperature: float = 0.0, seed: int | None = None, shots: int = 3,
                     constrain: str = "graph") -> SparqlResult:
     """A SPARQL query answering ``question`` on ``kg``, executed there.
@@ -197,13 +197,17 @@ def generate_sparql(model: Any, question: str, kg: KnowledgeGraph, *, max_tokens
     return SparqlResult(query, body, rows if rows is not None else [], answers, gen)
 
 
-def parse_chain(kg: KnowledgeGraph, text: str) -> tuple[list[tuple[Term, Term, Term]], Term | None, str | None]:
-    """The facts and the answer a chain's text states (labels mapped to graph terms)."""
+def parse_chain(kg: KnowledgeGraph, text: str, *, strict: bool = True
+                ) -> tuple[list[tuple[Term, Term, Term]], Term | None, str | None]:
+    """The facts and the answer a chain's text states (labels mapped to graph terms); a fact naming
+    a term the graph lacks raises ``KnowledgeGraphError``, or is left out when not ``strict``."""
     ix = kg.index
     facts = []
     for m in FACT_PATTERN.finditer(text):
         ids = [ix.by_label.get(x) for x in m.groups()]
         if None in ids:
+            if not strict:
+                continue
             raise KnowledgeGraphError(f"the fact {m.group(0)!r} names a term the graph lacks")
         facts.append(tuple(ix.terms[i] for i in ids))
     ans = text.rsplit("\nAnswer: ", 1)
@@ -213,23 +217,29 @@ def parse_chain(kg: KnowledgeGraph, text: str) -> tuple[list[tuple[Term, Term, T
 
 
 def generate_chain(model: Any, question: str, kg: KnowledgeGraph, start: Sequence[Any], *, max_hops: int = 3,
-                   beams: int = 1, max_tokens: int = 160, temperature: float = 0.0, seed: int | None = None) -> ChainResult:
+                   beams: int = 1, max_tokens: int = 160, temperature: float = 0.0, seed: int | None = None,
+                   constrain: str = "graph") -> ChainResult:
     """A reasoning chain for ``question`` from the ``start`` entities: free text, facts
     ``[subject; relation; object]`` that are triples of ``kg`` adjacent to the entities reached so far
     (1..``max_hops`` of them), and ``Answer: <a reached entity>``.
 
-    ``beams`` > 1 runs beam search under the constraint (scores are masked log-probabilities, not
-    the model's likelihoods) and returns the best finished beam, the others in ``.beams``."""
+    ``beams`` > 1 runs beam search under the constraint (a beam's score sums the model's
+    log-probabilities of its tokens) and returns the best finished beam, the others in ``.beams``.
+    ``constrain="format"`` keeps the format only (the benchmark's baseline: facts may be false)."""
     from ..api import resolve_model
 
+    if constrain not in ("graph", "format"):
+        raise ValueError(f"constrain must be 'graph' or 'format', got {constrain!r}")
     model = resolve_model(model)
     ix = kg.index
     matcher = chain_matcher(model, kg, start, max_hops=max_hops)
-    labels = [ix.labels[i] for i in sorted(matcher.tracker.initial[5])]
+    labels = [ix.labels[i] for i in sorted(matcher.tracker.initial[5])]  # the start entities
+    if constrain == "format":
+        matcher = matcher.base
     prompt = chain_prompt(kg, question, labels) + "\n"
     if beams <= 1:
         gen = _decode(model, prompt, matcher, max_tokens=max_tokens, temperature=temperature, seed=seed)
-        facts, answer, label = parse_chain(kg, gen.text)
+        facts, answer, label = parse_chain(kg, gen.text, strict=constrain == "graph")
         return ChainResult(gen.text, facts, answer, label, generation=gen)
     from .beam import beam_search
 
@@ -238,7 +248,7 @@ def generate_chain(model: Any, question: str, kg: KnowledgeGraph, start: Sequenc
         raise GenerationError(f"no beam finished a chain within max_tokens={max_tokens}", reason="max_tokens")
     results = []
     for text, score in found:
-        facts, answer, label = parse_chain(kg, text)
+        facts, answer, label = parse_chain(kg, text, strict=constrain == "graph")
         results.append(ChainResult(text, facts, answer, label, score))
     best = results[0]
     best.beams = results

@@ -107,6 +107,14 @@ class KnowledgeGraph:
         kw.setdefault("prefixes", {p: str(ns) for p, ns in graph.namespaces() if p})
         return cls.from_text(graph.serialize(format="nt"), format="ntriples", **kw)
 
+    @classmethod
+    def from_endpoint(cls, url: str, **kw: Any) -> "KnowledgeGraph":
+        """A graph behind a SPARQL 1.1 endpoint (``structgen.kg.endpoint.RemoteGraph``): nothing is
+        copied; the constraint asks small, counted queries as it meets each slot."""
+        from .endpoint import RemoteGraph
+
+        return RemoteGraph(url, **kw)
+
     # -- querying ---------------------------------------------------------------------------------
     def prologue(self) -> str:
         """The PREFIX lines of this graph's namespaces (prepended to every generated query)."""

@@ -155,6 +155,15 @@ class GraphMatcher:
         return forced
 
     def min_completion_bytes(self) -> float:
+        """Fewest bytes to an end: the term being written finished with its shortest allowed
+        completion, then the grammar's shortest completion from there (exact for SPARQL, where a
+        variable can always follow); never below the tracker's own bound (``min_extra``)."""
+        base = self.base.min_completion_bytes()
+        finish = getattr(self.tracker, "finish_term", None)
+        suffix = finish(self._state) if finish is not None else b""
+        if suffix:
+            b = self.base.copy()
+            if b.accept_bytes(suffix):
+                base = max(base, len(suffix) + b.min_completion_bytes())
         extra = getattr(self.tracker, "min_extra", None)
-        more = extra(self._state) if extra is not None else 0
-        return max(self.base.min_completion_bytes(), float(more))
+        return max(base, float(extra(self._state)) if extra is not None else 0.0)

@@ -233,6 +233,12 @@ class SparqlTracker:
             return 0
         return self.slot(state[2], state[3], state[4]).min_rest(state[5])
 
+    def finish_term(self, state: tuple) -> bytes:
+        """The fewest bytes that complete the term being written (b"" outside a checked term)."""
+        if state[0] != GROUP or state[5] is None or state[5] == b"?":
+            return b""
+        return self.slot(state[2], state[3], state[4]).shortest_rest(state[5]) or b""
+
     def describe(self, state: tuple) -> dict[str, Any]:
         """The graph state in words (debugging, errors)."""
         ix = self.index

@@ -42,14 +42,21 @@ class SurfaceSet:
 
     def min_rest(self, p: bytes) -> int:
         """Fewest bytes that complete ``p`` to a member (0 when it is one; large when none)."""
-        i = bisect_left(self.keys, p)
-        best = 1 << 30
-        while i < len(self.keys) and self.keys[i].startswith(p):
-            best = min(best, len(self.keys[i]) - len(p))
-            if best == 0 or i > 64:
-                break
-            i += 1
-        return best
+        rest = self.shortest_rest(p)
+        return 1 << 30 if rest is None else len(rest)
+
+    def shortest_rest(self, p: bytes) -> bytes | None:
+        """The bytes that complete ``p`` to its shortest member (None when none starts with it);
+        members sharing ``p`` are a contiguous run of the sorted keys."""
+        lo = bisect_left(self.keys, p)
+        hi = bisect_left(self.keys, p + b"\xff" * 8, lo)  # past every key starting with p (keys are UTF-8)
+        best = None
+        for k in self.keys[lo:hi]:
+            if k.startswith(p) and (best is None or len(k) < len(best)):
+                best = k
+                if len(k) == len(p):
+                    break
+        return None if best is None else best[len(p):]
 
 
 class SurfaceCache:

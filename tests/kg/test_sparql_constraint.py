@@ -93,3 +93,13 @@ def test_the_tracker_knows_the_grammars_filter_functions():
             names |= set(re.findall(r'"([A-Z]+)"', line))
     names |= set(re.findall(r'"([A-Z]+)\(', text)) - {"COUNT", "FILTER"}
     assert names == set(FUNCTIONS)
+
+
+def test_every_umls_fact_can_be_written(smol_info, encode):
+    from structgen.kg import load_kg
+
+    kg = load_kg("umls")
+    m = sparql_matcher(smol_info, kg)
+    ix = kg.index
+    for s, p, o in ix.spo.tolist():
+        assert _accepts_tokens(m, encode, f"ASK {{ {ix.sparql[s]} {ix.sparql[p]} {ix.sparql[o]} . }}")
