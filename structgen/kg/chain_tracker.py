@@ -160,11 +160,13 @@ class ChainTracker:
         answer = len(ANSWER_PREFIX) + 1
         if mode == FACT:
             return self.slot(state).min_rest(state[4]) + (6 if pos < 2 else 1) + answer
-        if mode == ANSWER_LEAD:
-            return len(ANSWER_PREFIX) - pos + 1
+        if mode == ANSWER_LEAD:  # no fact can follow: the answer is a label reached now
+            return len(ANSWER_PREFIX) - pos + self.slots.get(("answer", state[5])).min_rest(b"")
         if mode == ANSWER:
             return self.slot(state).min_rest(state[4])
         if state[6] == 0:  # FREE before the first fact
             first = (FACT, 0, NONE, NONE, b"", state[5], 0)
             return 1 + self.slot(first).min_rest(b"") + 7 + answer
-        return answer
+        # the answer names a reached label; another fact first would cost more than 10 bytes
+        shortest = self.slots.get(("answer", state[5])).min_rest(b"")
+        return len(ANSWER_PREFIX) + min(shortest, 10)

@@ -165,5 +165,8 @@ class GraphMatcher:
             b = self.base.copy()
             if b.accept_bytes(suffix):
                 base = max(base, len(suffix) + b.min_completion_bytes())
+        gap = getattr(self.tracker, "base_gap", None)
+        if gap is not None:
+            base += gap(self._state)
         extra = getattr(self.tracker, "min_extra", None)
         return max(base, float(extra(self._state)) if extra is not None else 0.0)

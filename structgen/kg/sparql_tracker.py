@@ -233,6 +233,23 @@ class SparqlTracker:
             return 0
         return self.slot(state[2], state[3], state[4]).min_rest(state[5])
 
+    def base_gap(self, state: tuple) -> int:
+        """Bytes the grammar's shortest completion is short by: inside a triple pattern it ends the
+        object with a one-digit number, which the graph may not hold there (a variable, two bytes,
+        always fits); the object slot is read as known so far (the subject's objects, or all)."""
+        if state[0] != GROUP:
+            return 0
+        pos, partial = state[2], state[5]
+        if pos == SEP or (pos == S and partial is None) or (pos == O and partial is not None):
+            return 0
+        if pos == S or state[3] < 0 and pos == P:
+            slot = self.slot(O, VAR, VAR)
+        elif pos == P or partial is not None:
+            slot = self.slot(O, state[3], VAR)
+        else:
+            slot = self.slot(O, state[3], state[4])
+        return 1 if slot.min_rest(b"") >= 2 else 0
+
     def finish_term(self, state: tuple) -> bytes:
         """The fewest bytes that complete the term being written (b"" outside a checked term)."""
         if state[0] != GROUP or state[5] is None or state[5] == b"?":

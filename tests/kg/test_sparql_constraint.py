@@ -103,3 +103,28 @@ def test_every_umls_fact_can_be_written(smol_info, encode):
     ix = kg.index
     for s, p, o in ix.spo.tolist():
         assert _accepts_tokens(m, encode, f"ASK {{ {ix.sparql[s]} {ix.sparql[p]} {ix.sparql[o]} . }}")
+
+
+def test_the_shortest_completion_is_exact_under_the_graph(matcher, smol_info):
+    """The budget guard relies on it: from states met by random queries, walking byte by byte
+    towards the shortest completion ends in exactly ``min_completion_bytes()`` bytes."""
+    rng = np.random.default_rng(5)
+    single = {tb[0]: i for i, tb in enumerate(smol_info.token_bytes) if len(tb) == 1 and i not in smol_info.special_ids}
+    for _ in range(6):
+        ids = random_output(matcher, rng, soft_tokens=15)
+        for cut in rng.choice(len(ids), size=min(4, len(ids)), replace=False).tolist():
+            matcher.reset()
+            for t in ids[:cut]:
+                assert matcher.accept_token(t)
+            need, walked = matcher.min_completion_bytes(), 0
+            while not matcher.is_accepting():
+                options = []
+                for b, t in single.items():
+                    if matcher.accept_token(t):
+                        options.append((matcher.min_completion_bytes(), t))
+                        matcher.rollback(1)
+                step_need, t = min(options)
+                assert step_need == need - 1 - walked, matcher.tracker.describe(matcher.state)
+                matcher.accept_token(t)
+                walked += 1
+            assert walked == need
