@@ -97,8 +97,13 @@ def soundness(kg: KnowledgeGraph, info, n: int, seed: int) -> dict:
     subjects = ix.subjects()
     t0 = time.perf_counter()
     for _ in tqdm(range(n), desc="random chains", leave=False):
-        start = [ix.sparql[int(subjects[rng.integers(len(subjects))])]]
-        cm = chain_matcher(info, kg, start, max_hops=3)
+        while True:  # a random start a chain can begin from (a class with names only cannot)
+            start = [ix.sparql[int(subjects[rng.integers(len(subjects))])]]
+            try:
+                cm = chain_matcher(info, kg, start, max_hops=3)
+                break
+            except KnowledgeGraphError:
+                continue
         text = info.decode_bytes(random_output(cm, rng)).decode("utf-8")
         problems = check_chain(kg, start, text)
         if problems:

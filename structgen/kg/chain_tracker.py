@@ -164,9 +164,9 @@ class ChainTracker:
             return len(ANSWER_PREFIX) - pos + self.slots.get(("answer", state[5])).min_rest(b"")
         if mode == ANSWER:
             return self.slot(state).min_rest(state[4])
+        first = (FACT, 0, NONE, NONE, b"", state[5], 0)
+        another_fact = 1 + self.slot(first).min_rest(b"") + 7 + answer
         if state[6] == 0:  # FREE before the first fact
-            first = (FACT, 0, NONE, NONE, b"", state[5], 0)
-            return 1 + self.slot(first).min_rest(b"") + 7 + answer
-        # the answer names a reached label; another fact first would cost more than 10 bytes
-        shortest = self.slots.get(("answer", state[5])).min_rest(b"")
-        return len(ANSWER_PREFIX) + min(shortest, 10)
+            return another_fact
+        # the answer now (a reached label), or one more fact first
+        return min(len(ANSWER_PREFIX) + self.slots.get(("answer", state[5])).min_rest(b""), another_fact)

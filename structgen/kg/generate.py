@@ -90,11 +90,13 @@ def chain_matcher(model_or_info: Any, kg: KnowledgeGraph, start: Sequence[Any], 
         if i is None:
             raise KnowledgeGraphError(f"start entity {s!r} is not in the graph {kg.name!r}")
         ids.append(i)
-    ix = kg.index
-    if not any(len(ix.out_edges(i)) or len(ix.in_edges(i)) for i in ids):
-        raise KnowledgeGraphError(f"no triple touches the start entities {list(start)!r}: a chain cannot begin")
+    tracker = ChainTracker(kg.index, ids)
+    first = tracker.step(tracker.initial, ord("["))
+    if not len(tracker.slot(first)):
+        raise KnowledgeGraphError(f"no fact touches the start entities {list(start)!r} (names aside): "
+                                  "a chain cannot begin")
     grammar = _compiler(model_or_info).compile_lark(chain_grammar(max_hops))
-    return GraphMatcher(Matcher(grammar), ChainTracker(ix, ids))
+    return GraphMatcher(Matcher(grammar), tracker)
 
 
 # -- prompts ------------------------------------------------------------------------------------------------
