@@ -113,63 +113,64 @@ def soundness(kg: KnowledgeGraph, info, n: int, seed: int) -> dict:
             "query_seconds": tq, "chain_seconds": time.perf_counter() - t0, "examples": examples[:5]}
 
 
-def sparql_part(model, kg: KnowledgeGraph, questions: Sequence[dict], modes: Sequence[str]) -> dict:
+def _ask_all(questions: Sequence[dict], modes: Sequence[str], desc: str, answer, failed: dict) -> dict:
+    """``answer(question, gold, mode)`` -> a record for each question and mode, timed; a question
+    whose generation raises counts as ``failed`` (with the reason)."""
     from tqdm import tqdm
 
-    from ..kg.generate import generate_sparql
-
     rows = {m: [] for m in modes}
-    for q in tqdm(questions, desc="sparql questions"):
+    for q in tqdm(questions, desc=desc):
         gold = set(q["gold"])
         for mode in modes:
             t0 = time.perf_counter()
             rec = {"question": q["question"]}
             try:
-                r = generate_sparql(model, q["question"], kg, constrain=mode)
-                rec["query"] = r.body
-                runs = True
-                try:
-                    rows_ = kg.query(kg.prologue() + r.body)
-                except KnowledgeGraphError:
-                    runs, rows_ = False, []
-                pred = {a.value for a in r.answers}
-                rec.update(executable=runs, nonempty=bool(rows_), em=pred == gold, f1=_f1(pred, gold),
-                           mask_ms_per_token=1000 * r.generation.mask_seconds / max(1, r.generation.steps),
-                           tokens=r.generation.num_tokens)
+                rec.update(answer(q, gold, mode))
             except Exception as e:  # noqa: BLE001 - a failed question counts as failed, with its reason
-                rec.update(executable=False, nonempty=False, em=False, f1=0.0, error=f"{type(e).__name__}: {e}")
+                rec.update(failed, error=f"{type(e).__name__}: {e}")
             rec["seconds"] = time.perf_counter() - t0
             rows[mode].append(rec)
     return rows
 
 
-def chain_part(model, kg: KnowledgeGraph, questions: Sequence[dict], modes: Sequence[str]) -> dict:
-    from tqdm import tqdm
+def _mask_ms(gen) -> float:
+    return 1000 * gen.mask_seconds / max(1, gen.steps)
 
+
+def sparql_part(model, kg: KnowledgeGraph, questions: Sequence[dict], modes: Sequence[str]) -> dict:
+    from ..kg.generate import generate_sparql
+
+    def answer(q: dict, gold: set, mode: str) -> dict:
+        r = generate_sparql(model, q["question"], kg, constrain=mode)
+        runs = True
+        try:
+            rows = kg.query(kg.prologue() + r.body)
+        except KnowledgeGraphError:
+            runs, rows = False, []
+        pred = {a.value for a in r.answers}
+        return dict(query=r.body, executable=runs, nonempty=bool(rows), em=pred == gold, f1=_f1(pred, gold),
+                    mask_ms_per_token=_mask_ms(r.generation), tokens=r.generation.num_tokens)
+
+    return _ask_all(questions, modes, "sparql questions", answer,
+                    dict(executable=False, nonempty=False, em=False, f1=0.0))
+
+
+def chain_part(model, kg: KnowledgeGraph, questions: Sequence[dict], modes: Sequence[str]) -> dict:
     from ..kg.generate import FACT_PATTERN, generate_chain
     from ..kg.soundness import check_chain
 
     ix = kg.index
-    rows = {m: [] for m in modes}
-    for q in tqdm(questions, desc="chain questions"):
-        gold = set(q["gold"])
-        for mode in modes:
-            t0 = time.perf_counter()
-            rec = {"question": q["question"]}
-            try:
-                r = generate_chain(model, q["question"], kg, [q["start"]], max_hops=q["hops"] + 1, constrain=mode)
-                facts = FACT_PATTERN.findall(r.text)
-                true = sum(1 for f in facts if None not in (ids := [ix.by_label.get(x) for x in f])
-                           and ix.contains(*ids))
-                rec.update(text=r.text, facts=len(facts), true_facts=true,
-                           well_formed=bool(facts) and check_chain(kg, [q["start"]], r.text) == [],
-                           correct=r.answer is not None and r.answer.value in gold,
-                           mask_ms_per_token=1000 * r.generation.mask_seconds / max(1, r.generation.steps))
-            except Exception as e:  # noqa: BLE001
-                rec.update(facts=0, true_facts=0, well_formed=False, correct=False, error=f"{type(e).__name__}: {e}")
-            rec["seconds"] = time.perf_counter() - t0
-            rows[mode].append(rec)
-    return rows
+
+    def answer(q: dict, gold: set, mode: str) -> dict:
+        r = generate_chain(model, q["question"], kg, [q["start"]], max_hops=q["hops"] + 1, constrain=mode)
+        facts = FACT_PATTERN.findall(r.text)
+        true = sum(1 for f in facts if None not in (ids := [ix.by_label.get(x) for x in f]) and ix.contains(*ids))
+        return dict(text=r.text, facts=len(facts), true_facts=true,
+                    well_formed=bool(facts) and check_chain(kg, [q["start"]], r.text) == [],
+                    correct=r.answer is not None and r.answer.value in gold, mask_ms_per_token=_mask_ms(r.generation))
+
+    return _ask_all(questions, modes, "chain questions", answer,
+                    dict(facts=0, true_facts=0, well_formed=False, correct=False))
 
 
 def _encoder():
@@ -177,6 +178,24 @@ def _encoder():
 
     tok = load_default_tokenizer()
     return lambda text: tok.encode(text, add_special_tokens=False)
+
+
+def _triple_mask_ms(m, encode, rows: np.ndarray, ix) -> np.ndarray:
+    """Write each triple of ``rows`` as a query, token by token; the mask times (ms) inside the
+    triple pattern (subject, relation, object)."""
+    times = []
+    for s, p, o in rows.tolist():
+        text = f"SELECT ?x WHERE {{ {ix.sparql[s]} {ix.sparql[p]} {ix.sparql[o]} . }}"
+        m.reset()
+        for t in encode(text):
+            st = m.state
+            if st[0] == 1 and st[2] < 3:
+                t1 = time.perf_counter()
+                m.next_token_mask()
+                times.append(time.perf_counter() - t1)
+            if not m.accept_token(t):
+                raise KnowledgeGraphError(f"a true triple was refused: {text}")
+    return np.array(times) * 1000
 
 
 def scale_part(info, n_triples: int, n_entities: int, seed: int, steps: int = 300) -> dict:
@@ -196,20 +215,8 @@ def scale_part(info, n_triples: int, n_entities: int, seed: int, steps: int = 30
     m = sparql_matcher(info, kg)
     encode = _encoder()
     rng = np.random.default_rng(seed)
-    times = []
     rows = ix.spo[rng.choice(ix.n_triples, size=min(steps, ix.n_triples), replace=False)]
-    for s, p, o in rows.tolist():  # write real triples: every mask inside them is timed
-        text = f"SELECT ?x WHERE {{ {ix.sparql[s]} {ix.sparql[p]} {ix.sparql[o]} . }}"
-        m.reset()
-        for t in encode(text):
-            st = m.state
-            if st[0] == 1 and st[2] < 3:  # inside the triple pattern: subject, relation, object
-                t1 = time.perf_counter()
-                m.next_token_mask()
-                times.append(time.perf_counter() - t1)
-            if not m.accept_token(t):
-                raise KnowledgeGraphError(f"a true triple was refused: {text}")
-    ms = np.array(times) * 1000
+    ms = _triple_mask_ms(m, encode, rows, ix)
     remote = _remote_scale(kg, info, encode, rows)
     return {"remote": remote, "triples": ix.n_triples, "entities": int(len(ix.subjects())), "load_seconds": load_s,
             "index_seconds": index_s, "index_mb": ix.nbytes / 2**20,
@@ -227,19 +234,8 @@ def _remote_scale(kg: KnowledgeGraph, info, encode, rows: np.ndarray) -> dict:
     with serve_graph(kg) as server:
         remote = KnowledgeGraph.from_endpoint(server.url, prefixes=kg.prefixes, name="synthetic@endpoint")
         m = sparql_matcher(info, remote)
-        times = []
         t0 = time.perf_counter()
-        for s, p, o in rows.tolist():
-            m.reset()
-            for t in encode(f"SELECT ?x WHERE {{ {ix.sparql[s]} {ix.sparql[p]} {ix.sparql[o]} . }}"):
-                st = m.state
-                if st[0] == 1 and st[2] < 3:
-                    t1 = time.perf_counter()
-                    m.next_token_mask()
-                    times.append(time.perf_counter() - t1)
-                if not m.accept_token(t):
-                    raise KnowledgeGraphError("a true triple was refused on the endpoint")
-        ms = np.array(times) * 1000
+        ms = _triple_mask_ms(m, encode, rows, ix)
         return {"seconds": time.perf_counter() - t0, "index_queries": remote.index.queries,
                 "queries_per_triple": remote.index.queries / max(1, len(rows)),
                 "mask_ms_p50": float(np.percentile(ms, 50)), "mask_ms_p99": float(np.percentile(ms, 99)),

@@ -51,6 +51,18 @@ def write_mask_row(bitmask, index: int, mask: np.ndarray) -> None:
             row[n:] = 0
 
 
+def count_accepted(matcher, tokens: list[int]) -> int:
+    """How many of ``tokens`` ``matcher`` accepts in order (any Matcher-contract object); its state
+    is left as it was."""
+    n = 0
+    for t in tokens:
+        if not matcher.accept_token(t):
+            break
+        n += 1
+    matcher.rollback(n)
+    return n
+
+
 class Matcher:
     """Tracks one output against a compiled grammar, token by token."""
 
@@ -203,13 +215,7 @@ class Matcher:
 
     def validate_tokens(self, tokens: list[int]) -> int:
         """How many of ``tokens`` would be accepted in order; the state is unchanged."""
-        n = 0
-        for t in tokens:
-            if not self.accept_token(t):
-                break
-            n += 1
-        self.rollback(n)
-        return n
+        return count_accepted(self, tokens)
 
     # -- look-ahead ----------------------------------------------------------------
     def allowed_next_bytes(self) -> list[int]:

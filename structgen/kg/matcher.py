@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from ..engine.matcher import Matcher, write_mask_row
+from ..engine.matcher import Matcher, count_accepted, write_mask_row
 from .token_walk import TokenWalker, Tracker
 
 __all__ = ["GraphMatcher", "walker_for"]
@@ -135,13 +135,7 @@ class GraphMatcher:
             del self._states[-num_tokens:]
 
     def validate_tokens(self, tokens: list[int]) -> int:
-        n = 0
-        for t in tokens:
-            if not self.accept_token(t):
-                break
-            n += 1
-        self.rollback(n)
-        return n
+        return count_accepted(self, tokens)
 
     # -- look-ahead --------------------------------------------------------------------------------------
     def forced_continuation(self, limit: int = 256) -> bytes:
