@@ -69,12 +69,6 @@ def make_questions(kg: KnowledgeGraph, n: int, seed: int = 0, two_hop_share: flo
     return out
 
 
-def _f1(pred: set, gold: set) -> float:
-    from ..kg.generate import f1
-
-    return f1(pred, gold)
-
-
 # -- parts ------------------------------------------------------------------------------------------------
 def soundness(kg: KnowledgeGraph, info, n: int, seed: int) -> dict:
     from tqdm import tqdm
@@ -138,7 +132,7 @@ def _mask_ms(gen) -> float:
 
 
 def sparql_part(model, kg: KnowledgeGraph, questions: Sequence[dict], modes: Sequence[str]) -> dict:
-    from ..kg.generate import generate_sparql
+    from ..kg.generate import f1, generate_sparql
 
     def answer(q: dict, gold: set, mode: str) -> dict:
         r = generate_sparql(model, q["question"], kg, constrain=mode)
@@ -148,7 +142,7 @@ def sparql_part(model, kg: KnowledgeGraph, questions: Sequence[dict], modes: Seq
         except KnowledgeGraphError:
             runs, rows = False, []
         pred = {a.value for a in r.answers}
-        return dict(query=r.body, executable=runs, nonempty=bool(rows), em=pred == gold, f1=_f1(pred, gold),
+        return dict(query=r.body, executable=runs, nonempty=bool(rows), em=pred == gold, f1=f1(pred, gold),
                     mask_ms_per_token=_mask_ms(r.generation), tokens=r.generation.num_tokens)
 
     return _ask_all(questions, modes, "sparql questions", answer,

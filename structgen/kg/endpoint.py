@@ -163,8 +163,7 @@ class RemoteGraph(KnowledgeGraph):
         self.remote = True
 
     def query(self, sparql: str) -> list[dict[str, Term | None]] | bool:
-        text = sparql if "PREFIX" in sparql.upper().split("SELECT")[0] else self.prologue() + sparql
-        res = self.client.run(text)
+        res = self.client.run(self.with_prologue(sparql))
         if "boolean" in res:
             return bool(res["boolean"])
         names = res.get("head", {}).get("vars", [])

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import random
 import re
+import weakref
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
@@ -24,6 +25,7 @@ __all__ = ["SparqlResult", "ChainResult", "generate_sparql", "generate_chain", "
            "SPARQL_GRAMMAR", "FACT_PATTERN"]
 
 SPARQL_GRAMMAR = Path(__file__).resolve().parents[2] / "grammars" / "sparql.lark"
+_SPARQL_TRACKERS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()  # graph -> its tracker
 FACT_PATTERN = re.compile(r"\[([^\[\];\n]+); ([^\[\];\n]+); ([^\[\];\n]+)\]")
 
 
@@ -76,9 +78,9 @@ def sparql_matcher(model_or_info: Any, kg: KnowledgeGraph, start: str = "query_b
     """A matcher for a SPARQL query body (``SELECT``/``ASK`` ...; ``start="cued_query"``: after one
     space) whose triple patterns follow ``kg``."""
     grammar = _compiler(model_or_info).compile_lark(_grammar_text(), start=start)
-    tracker = getattr(kg, "_sparql_tracker", None)
-    if tracker is None:
-        tracker = kg._sparql_tracker = SparqlTracker(kg.index, kg.prefixes)
+    tracker = _SPARQL_TRACKERS.get(kg)
+    if tracker is None:  # one per graph: its slot sets and masks serve every query
+        tracker = _SPARQL_TRACKERS[kg] = SparqlTracker(kg.index, kg.prefixes)
     return GraphMatcher(Matcher(grammar), tracker)
 
 
@@ -257,12 +259,8 @@ def generate_chain(model: Any, question: str, kg: KnowledgeGraph, start: Sequenc
     return best
 
 
-def answer_set(values: Sequence[Any]) -> set[str]:
-    """Answers compared as strings of their values (IRIs, literal texts)."""
-    return {str(getattr(v, "value", v)) for v in values}
-
-
 def f1(pred: set, gold: set) -> float:
+    """F1 of a predicted answer set against the gold one (1.0 when both are empty)."""
     if not pred and not gold:
         return 1.0
     tp = len(pred & gold)

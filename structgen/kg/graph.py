@@ -120,12 +120,15 @@ class KnowledgeGraph:
         """The PREFIX lines of this graph's namespaces (prepended to every generated query)."""
         return "".join(f"PREFIX {p}: <{ns}>\n" for p, ns in self.prefixes.items())
 
+    def with_prologue(self, sparql: str) -> str:
+        """``sparql`` with the graph's PREFIX lines in front, unless it declares its own."""
+        return sparql if "PREFIX" in sparql.upper().split("SELECT")[0] else self.prologue() + sparql
+
     def query(self, sparql: str) -> list[dict[str, Term | None]] | bool:
         """Run a SELECT (its rows, each variable to a :class:`Term` or None when unbound) or an ASK
         (a bool); the graph's prefixes are declared when the query does not declare them."""
-        text = sparql if "PREFIX" in sparql.upper().split("SELECT")[0] else self.prologue() + sparql
         try:
-            res = self.store.query(text)
+            res = self.store.query(self.with_prologue(sparql))
         except (SyntaxError, ValueError, OSError) as e:
             raise KnowledgeGraphError(f"the graph refused the query: {e}") from None
         if type(res).__name__ == "QueryBoolean":

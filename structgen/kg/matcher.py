@@ -8,6 +8,7 @@ It keeps the Matcher contract (``docs/architecture.md``), so the decoding loop, 
 budget guard and the sequence samplers run on it unchanged."""
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import numpy as np
@@ -17,17 +18,16 @@ from .token_walk import TokenWalker, Tracker
 
 __all__ = ["GraphMatcher", "walker_for"]
 
-_WALKERS: dict[int, TokenWalker] = {}
+_WALKERS: dict[int, tuple[Any, TokenWalker]] = {}  # id(tokenizer info) -> (that info, its walker)
 
 
 def walker_for(info) -> TokenWalker:
     """The token walker of a tokenizer (one per process and tokenizer)."""
-    w = _WALKERS.get(id(info))
-    if w is None or w._info is not info:
-        w = TokenWalker(info.token_bytes, info.special_ids, info.vocab_size, info.eos_ids)
-        w._info = info
-        _WALKERS[id(info)] = w
-    return w
+    hit = _WALKERS.get(id(info))
+    if hit is None or hit[0] is not info:
+        hit = _WALKERS[id(info)] = (info, TokenWalker(info.token_bytes, info.special_ids, info.vocab_size,
+                                                      info.eos_ids))
+    return hit[1]
 
 
 class GraphMatcher:
@@ -77,8 +77,6 @@ class GraphMatcher:
 
     # -- masks ----------------------------------------------------------------------------------------
     def next_token_mask(self) -> np.ndarray:
-        import time
-
         t0 = time.perf_counter()
         base = self.base.next_token_mask()
         graph = self.walker.mask(self.tracker, self._state)

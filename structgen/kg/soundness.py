@@ -68,9 +68,7 @@ def _patterns(tree) -> list[list[str]]:
         if node.data != "triples":
             continue
         kids = [str(k) if not hasattr(k, "data") else k for k in node.children]
-        i = 0
-        subj = kids[0]
-        i = 1
+        subj, i = kids[0], 1
         while i < len(kids):
             rel, objs = kids[i], kids[i + 1]
             for o in objs.children:

@@ -21,16 +21,21 @@ from typing import Any, Hashable, Protocol
 import numpy as np
 
 from ..byte_lru import ByteLRU
+from ..uids import new_uid
 
 __all__ = ["Tracker", "SortedTrie", "TokenWalker"]
 
 MASK_CACHE_BYTES = 32 << 20
+#: the masks of every walker and tracker, keyed by their serial numbers and the tracker's state (a
+#: serial number is never reused, so a mask cannot outlive the tracker it was made for into another)
+_MASKS = ByteLRU(MASK_CACHE_BYTES, name="kg.masks")
 
 
 class Tracker(Protocol):
     """A byte-level constraint: hashable states, None for a refused byte."""
 
     initial: Hashable
+    uid: int  # a serial number (structgen.uids.new_uid): the mask cache's key
 
     def step(self, state: Any, byte: int) -> Any | None: ...
 
@@ -82,7 +87,7 @@ class TokenWalker:
         self._ids = np.array(ids, dtype=np.int64)
         self.trie = SortedTrie(self._tokens, ids)
         self._classes: dict[bytes, tuple[np.ndarray, SortedTrie]] = {}
-        self._masks = ByteLRU(MASK_CACHE_BYTES, name="kg.masks")
+        self.uid = new_uid()
         self._padded = None
 
     # -- byte-set classes ---------------------------------------------------------------------------
@@ -121,11 +126,11 @@ class TokenWalker:
         return np.packbits(bits, bitorder="little").view(np.uint32).copy()
 
     # -- masks --------------------------------------------------------------------------------------
-    def mask(self, tracker: Tracker, state: Any, key: Hashable = None) -> np.ndarray:
+    def mask(self, tracker: Tracker, state: Any) -> np.ndarray:
         """The tokens ``tracker`` allows from ``state`` as uint32 words (EOS where it may end);
-        read-only, cached under ``key`` (default: the state)."""
-        ck = (id(tracker), state if key is None else key)
-        hit = self._masks.get(ck)
+        read-only, cached per (walker, tracker, state)."""
+        ck = (self.uid, tracker.uid, state)
+        hit = _MASKS.get(ck)
         if hit is not None:
             return hit
         out: list[int] = []
@@ -142,7 +147,7 @@ class TokenWalker:
                 if e < self.vocab_size:
                     words[e >> 5] |= np.uint32(1 << (e & 31))
         words.setflags(write=False)
-        self._masks.put(ck, words)
+        _MASKS.put(ck, words)
         return words
 
     def allows(self, tracker: Tracker, state: Any, data: bytes) -> Any | None:
