@@ -27,6 +27,7 @@ _LAZY = {
     "sample": ("structgen.runtime.sampling.draw", "sample"),
     "allocate_token_bitmask": ("structgen.runtime.masks", "allocate_token_bitmask"),
     "apply_token_bitmask_inplace": ("structgen.runtime.masks", "apply_token_bitmask_inplace"),
+    "fill_next_token_bitmasks": ("structgen.engine.batch_masks", "fill_next_token_bitmasks"),
     "set_cache_budget": ("structgen.byte_lru", "set_cache_budget"),
     "cache_stats": ("structgen.byte_lru", "cache_stats"),
 }

@@ -17,6 +17,7 @@ from typing import Any
 
 from .engine.compiled import CompiledGrammar
 from .engine.counted import use_string_automata
+from .engine.exact_masks import warm_up as warm_up_exact_masks
 from .errors import CompileLimitExceeded, GrammarError, SchemaError
 from .engine.lexer_kernels import warm_up_lexer_kernels
 from .engine.trie import TokenTrie, warm_up_kernels
@@ -254,6 +255,7 @@ class GrammarCompiler:
         warm_up_lexer_kernels()
         warm_up_walk_kernels()
         _warm_up_string_automata(self.trie)
+        warm_up_exact_masks(self.trie)
         self._cache: OrderedDict[tuple, CompiledGrammar] = OrderedDict()
         self._sizes: dict[tuple, int] = {}  # bytes of each cached grammar, as last weighed
         self._cache_size = cache_size

@@ -31,7 +31,7 @@ def _index(info: TokenizerInfo) -> tuple[dict[bytes, list[int]], int]:
 
 
 class FixedStringMatcher:
-    checks_at_commit = False
+    may_dead_end = False
     def __init__(self, info: TokenizerInfo, target: str | bytes, *, terminate_at_end: bool = False):
         self.info = info
         self.target = target.encode("utf-8") if isinstance(target, str) else target

@@ -5,10 +5,9 @@ crash or a hang is recorded with the input that caused it, saved as a reproducer
 
 1. it compiles within a time and memory bound, or raises a structgen error (anything else is a
    *foreign* exception);
-2. random walks through the tokens its masks allow: every sampled allowed token is accepted (a
-   grammar with checks at commit may refuse one: that is its documented contract), and at a few
-   reachable states the mask is compared with brute force (``accept_token`` on every token of the
-   vocabulary: equal, or a superset where checks act at commit);
+2. random walks through the tokens its masks allow: every sampled allowed token is accepted, and at a
+   few reachable states the mask is compared with brute force (``accept_token`` on every token of
+   the vocabulary: equal);
 3. every output a walk completes validates (``jsonschema`` with format assertion, ``re.fullmatch``,
    lark's own Earley parser, and where lark's lexer misses a longer match of a terminal, the
    language reference of ``lark_language``);
@@ -166,7 +165,7 @@ def _validator(case: dict, grammar):
 
 
 def mask_ids(m, vocab: int):
-    """The token ids ``m``'s mask allows (the raw mask: no check at commit applied)."""
+    """The token ids ``m``'s mask allows."""
     import numpy as np
 
     words = np.ascontiguousarray(m.next_token_mask(), dtype=np.uint32)
@@ -217,7 +216,7 @@ def _walks_and_instances(case: dict, checker: _Checker, grammar, validate, t0: f
                 stats["brute_forced"] += 1
                 masked = set(int(t) for t in allowed)
                 extra, missing = brute - masked, masked - brute
-                if extra or (missing and not m.checks_at_commit):
+                if extra or missing:
                     return {"status": "mask_mismatch", "detail": f"step {step} after {bytes(out)[-80:]!r}: accepted but "
                             f"masked out {sorted(extra)[:10]}, allowed but refused {sorted(missing)[:10]}", **stats}
             if not len(allowed):
@@ -239,10 +238,8 @@ def _walks_and_instances(case: dict, checker: _Checker, grammar, validate, t0: f
                 if t in eos:
                     continue
                 if not m.accept_token(t):
-                    if not m.checks_at_commit:
-                        return {"status": "accept_mismatch", "detail": f"token {t} ({info.token_bytes[t]!r}) allowed "
-                                f"by the mask but refused after {bytes(out)[-80:]!r}", **stats}
-                    continue
+                    return {"status": "accept_mismatch", "detail": f"token {t} ({info.token_bytes[t]!r}) allowed "
+                            f"by the mask but refused after {bytes(out)[-80:]!r}", **stats}
                 need = m.min_completion_bytes()
                 m.rollback(1)
                 if best is None or need < best[0]:

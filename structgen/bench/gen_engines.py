@@ -311,7 +311,7 @@ class MaskEngineMatcher:
     the engine allows one of its own), and treats an accepted EOS as the end.
     """
 
-    checks_at_commit = False  # a peer's mask is exact: a token it allows is a token it takes
+    may_dead_end = False  # a peer's mask is all the loop sees
 
     def __init__(self, engine: MaskEngine, loop_eos_ids: Sequence[int]) -> None:
         self.engine = engine

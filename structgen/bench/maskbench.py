@@ -139,7 +139,8 @@ def run_schema(
     Returns a JSON-ready dict: ``id``, ``status`` (see :data:`STATUSES`),
     ``error``, ``ttfm_ms``, ``tbm_ns`` (one sample per token, nanoseconds),
     ``n_tests``/``n_valid``/``n_invalid``, ``valid_rejected``,
-    ``invalid_accepted``, ``n_tokens`` and up to 5 ``failures`` (with the
+    ``invalid_accepted``, ``inconsistent`` (tests where a token the mask allowed was refused at
+    commit: a serving engine ends such a request with an error), ``n_tokens`` and up to 5 ``failures`` (with the
     token and the text before it when ``decode`` is given).
     """
     tests = record.get("tests") or []
@@ -153,6 +154,7 @@ def run_schema(
         "n_invalid": sum(1 for t in tests if not t.get("valid")),
         "valid_rejected": 0,
         "invalid_accepted": 0,
+        "inconsistent": 0,
         "n_tokens": 0,
         "failures": [],
         "notes": [],
@@ -202,6 +204,7 @@ def run_schema(
                 tbm.append(b - a + d - c)
                 if not ok:
                     accepted, reason = False, "token allowed by the mask but not accepted"
+                    res["inconsistent"] += 1
                     break
             if accepted:
                 accepted, note = engine.final_check(bm, view)
@@ -429,7 +432,7 @@ def _read_jsonl(path: Path) -> list[dict]:
 def _failed_record(rid: str, status: str, error: str | None, wall_s: float) -> dict:
     return {
         "id": rid, "status": status, "error": error, "ttfm_ms": None, "n_tests": None,
-        "valid_rejected": 0, "invalid_accepted": 0, "n_tokens": 0, "failures": [], "notes": [],
+        "valid_rejected": 0, "invalid_accepted": 0, "inconsistent": 0, "n_tokens": 0, "failures": [], "notes": [],
         "tbm_ns": [], "wall_s": wall_s,
     }
 

@@ -79,6 +79,7 @@ def summarize_engine(name: str, records: Sequence[dict], setups: Sequence[dict],
         "valid_rejected_tests": sum(r.get("valid_rejected") or 0 for r in records),
         "invalid_accepted_tests": sum(r.get("invalid_accepted") or 0 for r in records),
         "both_error_kinds": sum(1 for r in records if r.get("valid_rejected") and r.get("invalid_accepted")),
+        "inconsistent_tests": sum(r.get("inconsistent") or 0 for r in records),
         "n_compiled": int(ttfm.size),
         "ttfm_ms": {"p50": tt[0], "p90": tt[1], "p99": tt[2], "max": float(ttfm.max()) if ttfm.size else None,
                     "mean": float(ttfm.mean()) if ttfm.size else None},
@@ -235,7 +236,8 @@ def format_markdown(summaries: Sequence[dict], ratios: Sequence[dict], meta: dic
         lines.append(
             f"- {s['engine']}: {s['n_tests']} test instances, {s['n_tokens']} tokens timed; "
             f"{s['valid_rejected_tests']} valid instances rejected, {s['invalid_accepted_tests']} invalid accepted "
-            f"({s['both_error_kinds']} schemas with both); set-up {_f(s['setup_s'], 2)} s engine + "
+            f"({s['both_error_kinds']} schemas with both); {s['inconsistent_tests']} inconsistent (a token the "
+            f"mask allowed refused at commit); set-up {_f(s['setup_s'], 2)} s engine + "
             f"{_f(s['tokenizer_load_s'], 2)} s transformers tokenizer + {_f(s['warmup_s'], 2)} s warm-up, "
             f"{s['worker_starts']} worker start(s)"
         )

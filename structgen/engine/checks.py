@@ -17,9 +17,9 @@ another; a number is only complete at the byte after it (``1`` may become ``12``
 parser is ambiguous (several stacks) and only some fail, those stacks are dropped and the others
 kept, so checks stay exact under ``anyOf``.
 
-Masks do not run the checks (they depend on the output, not on the automaton state): a masked-in
-token can be refused by ``accept_token`` (``Matcher.checks_at_commit``), and structgen's decoding
-runtime then draws again without it.  Values are located in the output by
+The cached masks do not run the checks (they depend on the output, not on the automaton state);
+the Matcher's mask does, by trying the few allowed tokens that can reach a value boundary
+(:mod:`structgen.engine.exact_masks`), so a token the Matcher's mask allows is always accepted.  Values are located in the output by
 :mod:`structgen.engine.json_tracker`.
 """
 from __future__ import annotations
@@ -58,6 +58,9 @@ class GrammarChecks:
         #: per rule, per state: 1 where the rule is complete and nothing can follow (it pops at once)
         self.rule_done = rule_done_states(autos) if self.value else []
         self.memo: dict = {}
+        #: terminals whose lexeme can complete a checked value or an item of a distinct-items array
+        #: (exact masks try only the tokens that can end such a lexeme: structgen.engine.exact_masks)
+        self.trigger_terms: frozenset[int] = trigger_terminals(autos, set(self.value) | set(distinct))
 
     def __bool__(self) -> bool:
         return bool(self.value or self.item_frames)
@@ -93,6 +96,27 @@ def return_frames(autos, rules: dict) -> dict:
     return out
 
 
+def trigger_terminals(autos, checked: set[int]) -> frozenset[int]:
+    """The terminals whose scan can complete one of ``checked`` (directly, or by completing a rule
+    that ends it, at any depth).  Rule ends are taken as any final state, a superset of the ends
+    where a check runs, so the set errs towards more terminals, never fewer."""
+    closing = set(checked)
+    todo = list(closing)
+    while todo:
+        a = autos[todo.pop()]
+        for edges in a.nt_edges:
+            for n, nxt in edges:
+                if a.final[nxt] and n not in closing:
+                    closing.add(n)
+                    todo.append(n)
+    terms: set[int] = set()
+    for r in closing:
+        a = autos[r]
+        for st in range(a.n_states):
+            terms.update(t for t, nxt in a.term_edges(st) if a.final[nxt])
+    return frozenset(terms)
+
+
 def rule_done_states(autos) -> list[bytes]:
     """Per rule: per state, 1 where the rule is complete there and nothing can follow (final, no
     outgoing edge): a stack whose top reaches such a state pops it at once."""
@@ -116,6 +140,15 @@ class CheckRun:
         self.buf = out + data
         self.end = len(out)
         self.ignore = g.parser.ignore_set
+
+    @classmethod
+    def over(cls, g, tracker: tuple, buf: bytearray, end: int) -> "CheckRun":
+        """A run whose output and data are already one buffer (``buf[:end]`` the output): trials of
+        many tokens after one output share it instead of copying the output for each."""
+        run = cls.__new__(cls)
+        run.g, run.checks, run.tracker, run.buf, run.end = g, g.checks, tracker, buf, end
+        run.ignore = g.parser.ignore_set
+        return run
 
     def before_scan(self, cid: int, terms: tuple) -> int:
         """The configuration without the stacks whose scan of ``terms`` (the lexeme ending before

@@ -6,14 +6,18 @@ them, so ``rollback(k)`` is O(k) whatever the length of the output.
 """
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 
 from .compiled import CompiledGrammar
 from .checks import CheckRun, can_end_checked
+from .exact_masks import exact_mask
 from .json_tracker import EMPTY_TRACKER
 
 
 _views: dict[int, tuple] = {}
+_steps = itertools.count()  # a fresh number per matcher state change: keys the exact-mask memo
 
 
 def _cpu_view(tensor):
@@ -51,16 +55,16 @@ def write_mask_row(bitmask, index: int, mask: np.ndarray) -> None:
             row[n:] = 0
 
 
-def count_accepted(matcher, tokens: list[int]) -> int:
-    """How many of ``tokens`` ``matcher`` accepts in order (any Matcher-contract object); its state
-    is left as it was."""
+def accepted_prefix(matcher, tokens: list[int]) -> list[int]:
+    """The longest prefix of ``tokens`` that ``matcher`` accepts in order (any Matcher-contract
+    object); its state is left as it was."""
     n = 0
     for t in tokens:
         if not matcher.accept_token(t):
             break
         n += 1
     matcher.rollback(n)
-    return n
+    return list(tokens[:n])
 
 
 class Matcher:
@@ -86,6 +90,8 @@ class Matcher:
         self._tracker = EMPTY_TRACKER if g.checks else None  # GrammarChecks is falsy without checks
         self._out = bytearray()
         self._tracker_history: list[tuple] = []
+        self._exact: tuple | None = None  # (step, mask) of the last exact mask made
+        self._step = next(_steps)
 
     def copy(self) -> "Matcher":
         m = Matcher.__new__(Matcher)
@@ -98,6 +104,7 @@ class Matcher:
         m._tracker = self._tracker
         m._out = bytearray(self._out)
         m._tracker_history = list(self._tracker_history)
+        m._exact, m._step = self._exact, self._step
         return m
 
     @property
@@ -124,14 +131,25 @@ class Matcher:
 
     # -- masks ---------------------------------------------------------------------
     def next_token_mask(self) -> np.ndarray:
-        """The allowed set as uint32 words (bit t of word t//32); read-only, cached."""
+        """The allowed set as uint32 words (bit t of word t//32); read-only, cached.
+
+        Exact: a token is allowed exactly when :meth:`accept_token` takes it.  Where the grammar
+        has checks at value boundaries, the tokens whose value a check refuses are cleared
+        (:mod:`structgen.engine.exact_masks`)."""
         if self._terminated:
             return np.zeros(self.grammar.n_words, dtype=np.uint32)
         m = self.grammar.mask(*self._state)
-        if self._tracker is not None and self.grammar.can_end(*self._state) and not self.is_accepting():
+        if self._tracker is None:
+            return m
+        memo = self._exact
+        if memo is not None and memo[0] == self._step:
+            return memo[1]
+        m = exact_mask(self.grammar, self._state, self._tracker, self._out, m)
+        if self.grammar.can_end(*self._state) and not self.is_accepting():
             m = m.copy()  # the automaton could end here, but the pending value fails its check
             for e in self.grammar.eos_ids:
                 m[e >> 5] &= ~np.uint32(1 << (e & 31))
+        self._exact = (self._step, m)
         return m
 
     def fill_next_token_bitmask(self, bitmask, index: int = 0) -> None:
@@ -175,10 +193,11 @@ class Matcher:
         return True
 
     @property
-    def checks_at_commit(self) -> bool:
-        """True when ``accept_token`` may reject a token the mask allows (a check at a value
-        boundary: the token completing a duplicate item of a uniqueItems array, or closing an
-        object that misses a required key, is rejected); a sampler then draws again without it."""
+    def may_dead_end(self) -> bool:
+        """True when a check at a value boundary can leave no token allowed before the output is
+        complete (a string item of a uniqueItems array at its maxLength whose only completions are
+        earlier items): the decoding loop may then take tokens back.  The mask stays exact either
+        way: ``accept_token`` takes every token the mask allows."""
         return self._tracker is not None
 
     def accept_string(self, text: str) -> bool:
@@ -189,6 +208,7 @@ class Matcher:
         self._history += (cid, lx.id, ls, self._terminated)
         self._bytes.append(data)
         self._state = new_state
+        self._step = next(_steps)
         if self._tracker is not None:
             self._tracker_history.append(self._tracker)
             if tracker is not None:
@@ -205,6 +225,7 @@ class Matcher:
             raise ValueError(f"cannot roll back {num_tokens} tokens; only {len(self._history) // 4} in history")
         h = self._history
         lexers = self.grammar.lexers.lexers
+        self._step = next(_steps)
         for _ in range(num_tokens):
             terminated, ls, lx_id, cid = h.pop(), h.pop(), h.pop(), h.pop()
             self._state, self._terminated = (cid, lexers[lx_id], ls), bool(terminated)
@@ -213,9 +234,19 @@ class Matcher:
                 self._tracker = self._tracker_history.pop()
                 del self._out[len(self._out) - len(data):]
 
-    def validate_tokens(self, tokens: list[int]) -> int:
-        """How many of ``tokens`` would be accepted in order; the state is unchanged."""
-        return count_accepted(self, tokens)
+    def validate_tokens(self, tokens: list[int]) -> list[int]:
+        """The prefix of ``tokens`` that would be accepted in order (vLLM's contract: speculative
+        drafts are pruned with it); the state is unchanged."""
+        return accepted_prefix(self, tokens)
+
+    def accept_tokens(self, tokens: list[int]) -> bool:
+        """Accept every token in order, or none (False, state unchanged): vLLM's ``accept_tokens``."""
+        for i, t in enumerate(tokens):
+            if not self.accept_token(t):
+                if i:
+                    self.rollback(i)
+                return False
+        return True
 
     # -- look-ahead ----------------------------------------------------------------
     def allowed_next_bytes(self) -> list[int]:

@@ -170,10 +170,8 @@ class StructgenLogitsProcessor(LogitsProcessor):
                 continue  # the row is finished: padding / EOS repeats are not the grammar's business
             if not m.accept_token(t):
                 text = self.info.decode_bytes(seen[:-1]).decode("utf-8", errors="replace")
-                why = ("it completes a duplicate item of a uniqueItems array (checked when a token is taken: "
-                       "structgen's own decoding draws again instead)" if m.checks_at_commit
-                       else "was the mask bypassed?")
-                raise GenerationError(f"row {row}: token {t} is not allowed by the grammar ({why})", partial=text)
+                raise GenerationError(f"row {row}: token {t} is not allowed by the grammar (was the mask bypassed?)",
+                                      partial=text)
             self._fed[row] += 1
 
     # -- the processor ----------------------------------------------------------------

@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from ..engine.matcher import Matcher, count_accepted, write_mask_row
+from ..engine.matcher import Matcher, accepted_prefix, write_mask_row
 from .token_walk import TokenWalker, Tracker
 
 __all__ = ["GraphMatcher", "walker_for"]
@@ -33,7 +33,7 @@ def walker_for(info) -> TokenWalker:
 class GraphMatcher:
     """A grammar matcher constrained further by a graph tracker (see the module docstring)."""
 
-    checks_at_commit = False
+    may_dead_end = False
 
     def __init__(self, base: Matcher, tracker: Tracker, walker: TokenWalker | None = None):
         self.base = base
@@ -132,8 +132,8 @@ class GraphMatcher:
             self._state = self._states[-num_tokens]
             del self._states[-num_tokens:]
 
-    def validate_tokens(self, tokens: list[int]) -> int:
-        return count_accepted(self, tokens)
+    def validate_tokens(self, tokens: list[int]) -> list[int]:
+        return accepted_prefix(self, tokens)
 
     # -- look-ahead --------------------------------------------------------------------------------------
     def forced_continuation(self, limit: int = 256) -> bytes:

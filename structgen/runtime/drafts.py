@@ -207,6 +207,6 @@ class Drafter:
             draft += more
             sources += ["lookup"] * len(more)
         if matcher is not None and draft:
-            keep = matcher.validate_tokens(draft)
+            keep = len(matcher.validate_tokens(draft))
             del draft[keep:], sources[keep:]
         return draft, sources

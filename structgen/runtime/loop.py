@@ -7,9 +7,9 @@ and stream), the CLI and the benchmarks all decode through :class:`Decoding`.  E
    that test candidates themselves, ``Sampler.needs_mask = False``);
 2. sample: the :class:`~structgen.runtime.sampling.Sampler` picks a token;
 3. budget guard: a token after which the output cannot finish in the tokens left is refused;
-4. accept: the matcher takes the token -- or refuses it (a check at a value boundary,
-   ``Matcher.checks_at_commit``), and the sampler draws again without it; when nothing is left,
-   the last token is taken back and redrawn (a bounded number of times);
+4. accept: the matcher takes the token (masks are exact: a refusal is an engine bug, raised);
+   where a check at a value boundary leaves no token allowed (``Matcher.may_dead_end``), the last
+   token is taken back and redrawn without it (a bounded number of times);
 5. stop: EOS, or the matcher can take nothing more.
 
 The loop talks to the matcher through :class:`MatcherProtocol` (architecture.md section 3, XGrammar's
@@ -45,14 +45,14 @@ __all__ = [
     "make_drafter",
 ]
 
-#: Dead ends a decoding may back out of (checks at commit only: see :class:`Decoding`).
+#: Dead ends a decoding may back out of (grammars with checks only: see :class:`Decoding`).
 MAX_BACKTRACKS = 64
 
 
 class MatcherProtocol(Protocol):
     """What the runtime needs from a matcher (the engine's ``Matcher`` implements it)."""
 
-    checks_at_commit: bool  # accept_token may refuse a token the mask allowed (then: draw again)
+    may_dead_end: bool  # checks may leave no token allowed before the end (then: take tokens back)
 
     def fill_next_token_bitmask(self, bitmask: Any, index: int = 0) -> Any: ...
     def accept_token(self, token_id: int) -> bool: ...
@@ -163,7 +163,7 @@ class Decoding:
 
     # -- the loop -------------------------------------------------------------------------------
     def __iter__(self) -> Iterator[int]:
-        """Yield each token once it is final.  Without checks at commit that is at once; with them
+        """Yield each token once it is final.  Without checks at value boundaries that is at once; with them
         a dead end may take tokens back (at most ``MAX_BACKTRACKS`` in all), so a token is held back
         until no backtrack left can reach it, and the rest comes when decoding ends."""
         for _ in self._steps():
@@ -172,7 +172,7 @@ class Decoding:
 
     def _release(self, final: bool) -> Iterator[int]:
         upto = len(self.tokens)
-        if not final and self.matcher is not None and self.matcher.checks_at_commit:
+        if not final and self.matcher is not None and self.matcher.may_dead_end:
             upto -= MAX_BACKTRACKS - self._backtracks
         while self._emitted < upto:
             self._emitted += 1
@@ -208,8 +208,8 @@ class Decoding:
             self._mask(logits, banned.get(pos, ()))
             t = self._draw(logits)
             matcher = self.matcher
-            if t is None:  # nothing the matcher takes: a check at commit left a dead end
-                if not (matcher is not None and matcher.checks_at_commit and self.tokens
+            if t is None:  # nothing the matcher takes: a check at a value boundary left a dead end
+                if not (matcher is not None and matcher.may_dead_end and self.tokens
                         and self._backtracks < MAX_BACKTRACKS and len(self.tokens) > self._emitted):
                     raise self._no_token_error()
                 # e.g. a string item of a uniqueItems array at its maxLength whose only completions are
@@ -320,12 +320,8 @@ class Decoding:
                 return t
             if matcher.accept_token(t):
                 return t
-            if not matcher.checks_at_commit:
-                raise GenerationError(f"the matcher rejected token {t}, which its own mask allowed",
-                                      partial=self.partial_text(), reason="rejected", num_tokens=len(self.tokens))
-            # a check at commit (uniqueItems: the token completes a duplicate item) refused it:
-            # drawing again without it samples from the model's distribution over the tokens it takes
-            logits[t] = float("-inf")
+            raise GenerationError(f"the matcher rejected token {t}, which its own mask allowed",
+                                  partial=self.partial_text(), reason="rejected", num_tokens=len(self.tokens))
 
     def _no_token_error(self) -> GenerationError:
         why = "the constraint cannot be continued with this vocabulary"

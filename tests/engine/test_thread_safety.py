@@ -32,7 +32,7 @@ def _walk(grammar, seed: int, steps: int = 25) -> list:
         trace.append(hash(words.tobytes()))
         if not ids:
             break
-        for t in rng.permutation(ids)[:20].tolist():  # a token a check at commit may refuse: try others
+        for t in rng.permutation(ids)[:20].tolist():
             if m.accept_token(t):
                 trace.append(t)
                 break

@@ -411,25 +411,25 @@ def test_message_content_blocks(llm):
 @pytest.mark.slow
 def test_structured_output_needing_value_checks_on_the_real_model(monkeypatch, smol):
     """An array of at least three unique short strings needs a check at the value boundary (the
-    token closing a duplicate is refused at commit).  Asked to repeat a word, the real SmolLM2 keeps
-    writing it again, and a three-character item that repeats "yes" has no completion left but the
-    refused quote: a dead end.  The chat model decodes through structgen's runtime, which takes the
+    token closing a duplicate is cleared from the mask).  Asked to repeat a word, the real SmolLM2
+    keeps writing it again, and a three-character item that repeats "yes" has no completion left
+    but the cleared quote: a dead end.  The chat model decodes through structgen's runtime, which takes the
     last token back and draws again (before the renovation it raised), so a valid value comes back."""
     import jsonschema
 
     from structgen.engine.matcher import Matcher
 
     model = smol
-    refused = []
-    accept = Matcher.accept_token
+    cleared = []
+    mask = Matcher.next_token_mask
 
-    def counting_accept(self, token_id):
-        ok = accept(self, token_id)
-        if not ok and self.is_token_allowed(token_id):
-            refused.append(token_id)  # allowed by the mask, refused by a check at commit
-        return ok
+    def recording_mask(self):
+        words = mask(self)
+        if self.may_dead_end and (self.grammar.mask(*self._state) != words).any():
+            cleared.append(self.output_bytes())  # tokens a check refuses, cleared from the mask
+        return words
 
-    monkeypatch.setattr(Matcher, "accept_token", counting_accept)
+    monkeypatch.setattr(Matcher, "next_token_mask", recording_mask)
     schema = {"title": "Words", "type": "object", "required": ["words"], "additionalProperties": False,
               "properties": {"words": {"type": "array", "items": {"type": "string", "maxLength": 3},
                                        "minItems": 3, "maxItems": 5, "uniqueItems": True}}}
@@ -437,4 +437,4 @@ def test_structured_output_needing_value_checks_on_the_real_model(monkeypatch, s
     value = llm.with_structured_output(schema).invoke("Write the word 'yes' three times.")
     jsonschema.validate(value, schema)
     assert len(set(value["words"])) == len(value["words"]) >= 3
-    assert refused, "the model never offered a duplicate: the test no longer exercises the redraw"
+    assert cleared, "no check ever cleared a token: the test no longer exercises the checks"

@@ -154,7 +154,7 @@ def test_render_chat_one_place_for_every_prompt(smol_hf_tokenizer):
 
 @pytest.mark.slow
 def test_streaming_never_yields_a_token_a_dead_end_takes_back(smol):
-    """With checks at commit, decoding may back out of a dead end; the stream holds tokens back
+    """With checks at value boundaries, decoding may back out of a dead end; the stream holds tokens back
     until no backtrack can reach them, so what was streamed is exactly the final output."""
     from structgen.api import compiler_for, schema_prompt
 

@@ -1,0 +1,163 @@
+"""Exact masks for grammars with checks at value boundaries (``structgen.engine.checks``).
+
+A grammar's cached mask depends on the automaton state only; a check depends on the output too,
+so the cached mask can allow a token whose value then fails its check.  A serving engine ends a
+request with an error when a token drawn from the mask is refused (vLLM does), and a sampler's
+distribution must be the one it masked with, so the mask handed out is made exact here: every
+allowed token that *could* run a check is tried on the real output, and the ones a check refuses
+are cleared.
+
+A check runs only where a lexeme of a *trigger* terminal ends (one whose scan can complete a
+checked value or an array item: ``GrammarChecks.trigger_terms``), at a lexeme boundary or where
+the lexeme cannot grow (an accepting state with no way out, e.g. a string's closing quote).  So
+only these tokens are tried, the rest provably run no check:
+
+* tokens crossing a lexeme boundary (outside the lexer state's inside walk) that contain a byte
+  that can end a trigger lexeme -- or any crossing token, when the pending lexeme itself may be
+  a trigger's;
+* tokens staying inside the lexeme whose last byte can end a trigger lexeme and lead into an
+  accepting dead end.
+
+The byte sets are cached per grammar and lexer core, the per-byte token sets per vocabulary, so a
+step costs a few numpy word operations plus one trial per candidate.
+"""
+from __future__ import annotations
+
+import weakref
+
+import numpy as np
+
+from ..byte_lru import ByteLRU
+from .checks import CheckRun
+from .walks import MASK
+
+__all__ = ["exact_mask"]
+
+_by_byte: dict[tuple[int, str], np.ndarray] = {}  # (trie uid, kind) -> [256, n_words] token sets
+_closing: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()  # lexer core -> closing bytes
+_triggers: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()  # grammar checks -> trigger words
+#: candidate token ids per automaton state (keyed as the grammar's masks are): a function of the
+#: state alone, so a step with checks costs a dictionary hit plus the trials
+CANDIDATES = ByteLRU(8 << 20, name="exact.candidates")
+
+
+def _token_sets(trie, kind: str) -> np.ndarray:
+    """[256, n_words] uint32: row b holds the tokens whose last byte is b (``kind="last"``) or
+    that contain b anywhere (``"any"``).  1 MB per 32k tokens each."""
+    key = (trie.uid, kind)
+    hit = _by_byte.get(key)
+    if hit is None:
+        if len(_by_byte) >= 8:
+            _by_byte.clear()
+        n = ((trie.vocab_size + 31) // 32) * 32
+        tb = trie.token_bytes
+        if kind == "last":
+            ids = np.array([i for i, b in enumerate(tb) if b], dtype=np.int64)
+            rows = np.frombuffer(b"".join(tb[i][-1:] for i in ids.tolist()), dtype=np.uint8)
+        else:
+            lengths = np.fromiter((len(b) for b in tb), dtype=np.int64, count=len(tb))
+            ids = np.repeat(np.arange(len(tb)), lengths)
+            rows = np.frombuffer(b"".join(tb), dtype=np.uint8)
+        bits = np.zeros((256, n), dtype=bool)
+        bits[rows, ids] = True
+        hit = np.packbits(bits, axis=1, bitorder="little").view(np.uint32)
+        _by_byte[key] = hit
+    return hit
+
+
+def warm_up(trie) -> None:
+    """Make the vocabulary's per-byte token sets now (~0.1 s over 129k tokens), not in a first mask."""
+    _token_sets(trie, "last")
+    _token_sets(trie, "any")
+
+
+def _closing_bytes(core) -> np.ndarray:
+    """The bytes that lead some state of ``core`` into an accepting state with no way out."""
+    hit = _closing.get(core)
+    if hit is None:
+        trans = core.trans
+        dead = (trans < 0).all(axis=1) & (core.acc_id >= 0)
+        target = np.where(trans >= 0, trans, 0)
+        closing_cls = ((trans >= 0) & dead[target]).any(axis=0)  # per byte class
+        hit = np.flatnonzero(closing_cls[core.classmap.astype(np.intp)]).astype(np.uint8)
+        _closing[core] = hit
+    return hit
+
+
+def _trigger_bytes(g) -> np.ndarray:
+    """The bytes that can end a lexeme of one of the grammar's trigger terminals."""
+    ends = np.zeros(256, dtype=bool)
+    for t in g.checks.trigger_terms:
+        d = g.term_dfas[t]
+        target = np.where(d.trans >= 0, d.trans, 0)
+        into_accept = ((d.trans >= 0) & d.accept[target]).any(axis=0)
+        ends |= into_accept[d.classmap.astype(np.intp)]
+    return np.flatnonzero(ends).astype(np.uint8)
+
+
+def _union(sets: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    return np.bitwise_or.reduce(sets[rows], axis=0) if len(rows) else np.zeros(sets.shape[1], dtype=np.uint32)
+
+
+def _static_sets(g) -> dict:
+    """Per grammar: the trigger bytes, the tokens containing one, and per lexer core the tokens
+    ending in a trigger byte that closes a lexeme (made on first need)."""
+    hit = _triggers.get(g.checks)
+    if hit is None:
+        trig = _trigger_bytes(g)
+        hit = _triggers[g.checks] = {"bytes": trig, "ends": _union(_token_sets(g.trie, "any"), trig), "closing": {}}
+    return hit
+
+
+def _candidates(g, lx, ls: int, mask: np.ndarray) -> np.ndarray:
+    """The allowed tokens whose advance may run a check (token ids, ascending; int64)."""
+    static = _static_sets(g)
+    inside = g._walker.inside(lx, ls)[MASK]
+    crossing = mask & ~inside
+    pending = int(lx.boundary[ls]) if ls else -1
+    if pending >= 0 and not g.checks.trigger_terms.isdisjoint(lx.acc_set(pending)):
+        cand = crossing  # the pending lexeme may be a trigger's: its end runs a check
+    else:
+        cand = crossing & static["ends"]
+    closing = static["closing"].get(lx.core.uid)
+    if closing is None:
+        closing = static["closing"][lx.core.uid] = _union(
+            _token_sets(g.trie, "last"), np.intersect1d(_closing_bytes(lx.core), static["bytes"]))
+    cand |= mask & inside & closing
+    for e in g.eos_ids:  # EOS is decided by is_accepting, which runs the checks already
+        cand[e >> 5] &= ~np.uint32(1 << (e & 31))
+    words = np.flatnonzero(cand)
+    if not len(words):
+        return words
+    bits = np.unpackbits(cand[words].view(np.uint8).reshape(-1, 4), axis=1, bitorder="little")
+    w, b = np.nonzero(bits)
+    return words[w] * 32 + b
+
+
+def exact_mask(g, state: tuple, tracker: tuple, out: bytearray, mask: np.ndarray) -> np.ndarray:
+    """``mask`` (the automaton's, read-only) without the tokens a check refuses from ``state`` after
+    ``out``; the same array when nothing is refused."""
+    cid, lx, ls = state
+    key = g._uid | (cid << 48) | (lx.id << 28) | ls  # as CompiledGrammar.mask keys its masks
+    cands = CANDIDATES.get(key)
+    if cands is None:
+        cands = tuple(_candidates(g, lx, ls, mask).tolist())  # ints in a tuple: untracked by the GC
+        CANDIDATES.put(key, cands)
+    if not cands:
+        return mask
+    token_bytes = g.trie.token_bytes
+    advance = g.advance
+    refused = []
+    buf = bytearray(out)  # one copy of the output; each trial writes its token after it
+    end = len(out)
+    for t in cands:
+        data = token_bytes[t]
+        buf[end:] = data
+        if advance(cid, lx, ls, data, CheckRun.over(g, tracker, buf, end)) is None:
+            refused.append(t)
+    if not refused:
+        return mask
+    m = mask.copy()
+    for t in refused:
+        m[t >> 5] &= ~np.uint32(1 << (t & 31))
+    return m
