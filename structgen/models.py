@@ -317,6 +317,14 @@ def load_model(
     return model
 
 
+def default_model_folder(cache_dir: str | os.PathLike[str] | None = None) -> Path:
+    """The embedded model (SmolLM2-135M-Instruct, fp32) as a local transformers folder, made from
+    its GGUF on first use: what a server such as vLLM loads (``LLM(model=default_model_folder())``)."""
+    root = _models_root(cache_dir)
+    _load_gguf_cached(smollm2_gguf_path(), DEFAULT_MODEL_NAME, torch.float32, root)
+    return root / f"{DEFAULT_MODEL_NAME}-float32"
+
+
 def quantized_copy(model: Model) -> Model:
     """A second handle on ``model`` whose GGUF 4-bit layers run as 4-bit weights (``quantized=True``
     without loading again; benchmarks compare both on one loaded model)."""

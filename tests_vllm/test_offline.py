@@ -1,0 +1,132 @@
+"""Offline ``LLM`` requests of every kind structgen serves, on SmolLM2 with n-gram speculation."""
+from __future__ import annotations
+
+import gzip
+import json
+import re
+from pathlib import Path
+
+import jsonschema
+import lark
+import pytest
+
+SCHEMA = {"type": "object", "additionalProperties": False, "required": ["name", "tags"],
+          "properties": {"name": {"type": "string", "maxLength": 20},
+                         "tags": {"type": "array", "items": {"type": "string", "maxLength": 6},
+                                  "uniqueItems": True, "minItems": 2, "maxItems": 3}}}
+REGEX = r"[A-Z][a-z]{2,8} [0-9]{2}"
+CHOICES = ["yes", "no", "maybe"]
+GRAMMAR = 'start: "(" NUM ("+" NUM)* ")"\nNUM: /[0-9]{1,3}/\n'
+MASKBENCH = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "maskbench-dev.jsonl.gz"
+
+
+def _run(llm, prompts, so, n=1, max_tokens=80, temperature=1.0):
+    from vllm import SamplingParams
+
+    params = SamplingParams(max_tokens=max_tokens, temperature=temperature, n=n, seed=1, structured_outputs=so)
+    return [o for r in llm.generate(prompts, params, use_tqdm=False) for o in r.outputs]
+
+
+def _texts(outputs):
+    assert all(o.finish_reason == "stop" for o in outputs), [(o.finish_reason, o.text) for o in outputs]
+    return [o.text for o in outputs]
+
+
+def test_json_schema_with_unique_items(llm):
+    from vllm.sampling_params import StructuredOutputsParams
+
+    outs = _run(llm, ["Name a user and two tags as JSON."] * 4, StructuredOutputsParams(json=SCHEMA))
+    for text in _texts(outs):
+        jsonschema.validate(json.loads(text), SCHEMA)
+
+
+def test_json_object_regex_choice_and_lark(llm):
+    from vllm.sampling_params import StructuredOutputsParams as P
+
+    for text in _texts(_run(llm, ["Some JSON:"] * 2, P(json_object=True))):
+        assert isinstance(json.loads(text), dict)
+    for text in _texts(_run(llm, ["A name and a number:"] * 3, P(regex=REGEX))):
+        assert re.fullmatch(REGEX, text), text
+    for text in _texts(_run(llm, ["Yes or no?"] * 3, P(choice=CHOICES))):
+        assert text in CHOICES
+    parser = lark.Lark(GRAMMAR)
+    for text in _texts(_run(llm, ["A sum:"] * 3, P(grammar=GRAMMAR))):
+        parser.parse(text)
+
+
+def test_repetitive_prompt_drives_the_ngram_drafts(llm, monkeypatch):
+    """A prompt full of the output's own text makes the n-gram proposer draft, so drafts are
+    pruned (validate_tokens) and rejected ones rolled back, all through structgen's matcher."""
+    from vllm.sampling_params import StructuredOutputsParams
+
+    from structgen.integrations.vllm_backend import StructgenGrammar
+
+    calls = {"validate_tokens": [], "rollback": []}
+    for name in calls:
+        original = getattr(StructgenGrammar, name)
+
+        def counted(self, arg, _original=original, _name=name):
+            calls[_name].append(arg)
+            return _original(self, arg)
+
+        monkeypatch.setattr(StructgenGrammar, name, counted)
+    example = json.dumps({"name": "ann", "tags": ["a", "b"]})
+    prompt = f"Copy this JSON exactly: {example} {example} {example}\n"
+    outs = _run(llm, [prompt] * 2, StructuredOutputsParams(json=SCHEMA), temperature=0.0)
+    for text in _texts(outs):
+        jsonschema.validate(json.loads(text), SCHEMA)
+    assert any(len(d) > 0 for d in calls["validate_tokens"]), "no draft reached structgen"
+    assert any(n > 0 for n in calls["rollback"]), "no draft was rolled back"
+
+
+def _schemas_with_checks(n: int) -> list[dict]:
+    """MaskBench schemas whose structgen grammar needs checks at value boundaries (uniqueItems of
+    free items, required keys of large objects, overlapping oneOf...), smallest first."""
+    from structgen.compiler import GrammarCompiler
+    from structgen.errors import StructgenError
+    from structgen.tokenizer import load_tokenizer_info
+
+    if not MASKBENCH.exists():
+        pytest.skip(f"MaskBench data not found at {MASKBENCH}")
+    comp = GrammarCompiler(load_tokenizer_info("smollm2"))
+    records = [json.loads(line) for line in gzip.open(MASKBENCH, "rt")]
+    records.sort(key=lambda r: (len(json.dumps(r["schema"])), r["id"]))
+    found = []
+    for r in records:
+        try:
+            g = comp.compile_json_schema(r["schema"])
+        except StructgenError:
+            continue
+        if g.checks:
+            found.append(r["schema"])
+            if len(found) == n:
+                break
+    return found
+
+
+def test_schemas_needing_value_checks_never_end_a_request_with_an_error(llm):
+    """vLLM ends a request with an error when accept_tokens refuses a sampled token: structgen's
+    masks run the checks, so every request finishes (and what finishes validates)."""
+    from vllm.sampling_params import StructuredOutputsParams
+
+    schemas = _schemas_with_checks(8)
+    assert len(schemas) == 8
+    for schema in schemas:
+        outs = _run(llm, ["Write a JSON value for this schema: " + json.dumps(schema)[:400]] * 2,
+                    StructuredOutputsParams(json=schema), max_tokens=160)
+        for o in outs:
+            assert o.finish_reason in ("stop", "length"), (o.finish_reason, o.text)
+            if o.finish_reason == "stop":
+                jsonschema.validate(json.loads(o.text), schema)
+
+
+def test_structural_tags_go_to_xgrammar(llm):
+    from vllm.sampling_params import StructuredOutputsParams
+
+    tag = {"type": "structural_tag", "format": {"type": "triggered_tags", "triggers": ["<f>"],
+           "tags": [{"begin": "<f>", "content": {"type": "json_schema", "json_schema": SCHEMA}, "end": "</f>"}],
+           "at_least_one": True, "stop_after_first": True}}
+    outs = _run(llm, ["Call f with a user:"], StructuredOutputsParams(structural_tag=json.dumps(tag)), max_tokens=120)
+    text = _texts(outs)[0]
+    body = text[text.index("<f>") + 3:text.index("</f>")]
+    jsonschema.validate(json.loads(body), SCHEMA)
