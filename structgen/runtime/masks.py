@@ -7,13 +7,13 @@ smaller than a bool mask, which matters when a 129k vocabulary is filled every
 step and copied to a GPU.
 
 The engine (pure Python/numpy) only *fills* masks; this module is the only
-place that turns them into masked logits, so it is the only code that needs a
-GPU kernel later.  ``apply_token_bitmask_inplace`` dispatches to a backend
-function with a kernel-shaped signature (``_apply_token_bitmask_torch``); a
-Triton/CUDA kernel can be slotted in beside it without touching callers.
+place that turns them into masked logits.  ``apply_token_bitmask_inplace``
+dispatches to a kernel of :mod:`structgen.runtime.mask_kernels` (Triton on
+CUDA, ``torch.compile`` on other accelerators, torch ops on the CPU).
 """
 from __future__ import annotations
 
+import os
 from typing import Callable, Sequence
 
 import torch
@@ -98,32 +98,9 @@ def bool_to_bitmask(allowed: torch.Tensor) -> torch.Tensor:
     return packed.to(torch.int32)
 
 
-def _apply_token_bitmask_torch(
-    logits: torch.Tensor,
-    bitmask: torch.Tensor,
-    vocab_size: int,
-    indices: torch.Tensor | None,
-) -> None:
-    """Reference/CPU kernel: ``logits[r, t] = -inf`` where bit t of ``bitmask[r]`` is clear.
+BACKENDS = ("auto", "triton", "compile", "torch")
 
-    ``logits`` is 2-D ``[B, >=vocab_size]``, ``bitmask`` 2-D int32 ``[B, W]``
-    with ``32*W >= vocab_size``, both on the same device; ``indices`` (int64,
-    optional) lists the rows to mask, each row ``r`` of logits paired with row
-    ``r`` of the bitmask.  A GPU kernel takes exactly these arguments.
-    Vectorised: one unpack and one ``masked_fill`` per call, no Python loop
-    over tokens.
-    """
-    if indices is None:
-        allowed = bitmask_to_bool(bitmask, vocab_size)
-        logits[:, :vocab_size].masked_fill_(~allowed, float("-inf"))
-        return
-    allowed = bitmask_to_bool(bitmask.index_select(0, indices), vocab_size)
-    rows = logits[:, :vocab_size].index_select(0, indices)
-    rows.masked_fill_(~allowed, float("-inf"))
-    logits[:, :vocab_size].index_copy_(0, indices, rows)
-
-
-# Backend registry: device type -> kernel with _apply_token_bitmask_torch's signature.
+# Backend registry: device type -> kernel with mask_kernels.apply_torch's signature.
 _KERNELS: dict[str, Callable[[torch.Tensor, torch.Tensor, int, torch.Tensor | None], None]] = {}
 
 
@@ -131,7 +108,7 @@ def register_bitmask_kernel(
     device_type: str,
     kernel: Callable[[torch.Tensor, torch.Tensor, int, torch.Tensor | None], None],
 ) -> None:
-    """Use ``kernel`` for logits on ``device_type`` (e.g. ``"cuda"``) instead of the torch path."""
+    """Use ``kernel`` for logits on ``device_type`` under ``backend="auto"``."""
     _KERNELS[device_type] = kernel
 
 
@@ -141,18 +118,24 @@ def apply_token_bitmask_inplace(
     indices: Sequence[int] | torch.Tensor | None = None,
     *,
     vocab_size: int | None = None,
+    backend: str = "auto",
 ) -> None:
     """Set the logits of disallowed tokens to ``-inf``, in place.
 
-    ``logits``: ``[V']`` or ``[B, V']`` float tensor (any float dtype/device).
+    ``logits``: ``[V']`` or ``[B, V']`` float tensor (fp32/fp16/bf16, any device).
     ``bitmask``: int32 ``[W]`` or ``[B, W]`` (a 1-D logits row takes a 1-D
-    mask or a one-row 2-D mask).  Only the first
-    ``min(V', 32*W, vocab_size)`` columns are touched: models often pad their
-    logits beyond the tokenizer (those columns are the tokenizer's job to
-    exclude via ``special_ids``), and a mask may be sized for the tokenizer
-    rather than for the logits.  ``indices`` picks which batch rows to mask
-    (row ``r`` of logits with row ``r`` of the mask); ``None`` means all.
+    mask or a one-row 2-D mask).  Column t is allowed when t < ``min(32*W,
+    vocab_size)`` and its bit is set; every other column -- the padding of a
+    model whose logits are wider than its vocabulary or than the mask -- is set
+    to ``-inf`` too, never left open.  ``indices`` picks which batch rows to
+    mask (row ``r`` of logits with row ``r`` of the mask); ``None`` means all.
+    ``backend``: ``"triton"`` (CUDA tensors; CPU tensors under
+    ``TRITON_INTERPRET=1``), ``"compile"`` (``torch.compile``), ``"torch"``,
+    or ``"auto"``: a kernel registered for the device, else Triton on CUDA when
+    installed, ``torch.compile`` on other accelerators, torch ops on the CPU.
     """
+    if backend not in BACKENDS:
+        raise ValueError(f"backend must be one of {BACKENDS}, not {backend!r}")
     if bitmask.dtype != torch.int32:
         raise TypeError(f"bitmask must be int32, got {bitmask.dtype}")
     if not logits.is_floating_point():
@@ -177,11 +160,9 @@ def apply_token_bitmask_inplace(
     else:
         raise ValueError(f"logits must be 1-D or 2-D, got shape {tuple(logits.shape)}")
 
-    width = min(logits2.shape[-1], bitmask2.shape[-1] * _BITS)
+    width = bitmask2.shape[-1] * _BITS  # the mask's extent: columns beyond it are closed
     if vocab_size is not None:
         width = min(width, vocab_size)
-    if width <= 0:
-        return
     if bitmask2.device != logits2.device:
         bitmask2 = bitmask2.to(logits2.device, non_blocking=True)
 
@@ -194,5 +175,23 @@ def apply_token_bitmask_inplace(
         if idx.numel() == 0:
             return
 
-    kernel = _KERNELS.get(logits2.device.type, _apply_token_bitmask_torch)
-    kernel(logits2, bitmask2, width, idx)
+    _kernel(backend, logits2.device)(logits2, bitmask2, width, idx)
+
+
+def _kernel(backend: str, device: torch.device) -> Callable:
+    from . import mask_kernels as mk
+
+    if backend == "auto":
+        custom = _KERNELS.get(device.type)
+        if custom is not None:
+            return custom
+        if device.type == "cpu":
+            return mk.apply_torch
+        backend = "triton" if device.type == "cuda" and mk.triton_available() else "compile"
+    if backend == "triton":
+        if not mk.triton_available():
+            raise RuntimeError("backend='triton' needs triton: pip install 'structgen[gpu]'")
+        if device.type != "cuda" and os.environ.get("TRITON_INTERPRET") != "1":
+            raise ValueError(f"backend='triton' runs on CUDA tensors (or with TRITON_INTERPRET=1), not {device.type}")
+        return mk.apply_triton
+    return mk.apply_compiled if backend == "compile" else mk.apply_torch

@@ -80,7 +80,7 @@ def test_apply_2d_matches_reference(seed, logit_width_delta, dtype):
     lm = m.tolist()
     for r in range(rows):
         for t in range(width):
-            if t < words * 32 and not _ref_allowed(lm[r], t):
+            if t >= words * 32 or not _ref_allowed(lm[r], t):  # beyond the mask: closed
                 assert logits[r, t] == float("-inf")
             else:
                 assert logits[r, t] == orig[r, t]
@@ -90,8 +90,11 @@ def test_apply_vocab_size_limits_width():
     m = torch.zeros(1, 4, dtype=torch.int32)  # nothing allowed
     logits = torch.zeros(1, 128)
     apply_token_bitmask_inplace(logits, m, vocab_size=100)
-    assert bool(torch.isneginf(logits[0, :100]).all())
-    assert bool((logits[0, 100:] == 0).all())
+    assert bool(torch.isneginf(logits).all())  # padding past vocab_size is closed too
+    m = torch.full((1, 4), -1, dtype=torch.int32)  # everything allowed
+    logits = torch.zeros(1, 128)
+    apply_token_bitmask_inplace(logits, m, vocab_size=100)
+    assert bool((logits[0, :100] == 0).all()) and bool(torch.isneginf(logits[0, 100:]).all())
 
 
 def test_apply_1d_with_1d_and_2d_mask():

@@ -1,0 +1,131 @@
+"""Kernels that apply a packed token bitmask to logits in place (``algorithms.md`` section 6).
+
+Every kernel takes ``(logits [B, V'], bitmask int32 [B', W], width, indices)`` and sets
+``logits[r, t] = -inf`` for each masked row r (all rows, or ``indices``) and each column t
+whose bit is clear -- and for every column t >= ``width`` (the mask's real extent: beyond it a
+padded vocabulary's columns are never real tokens, so they are closed, never left open).
+
+* ``triton``: a persistent Triton kernel for CUDA tensors -- grid = number of SMs, each program
+  walks work items of 128 words (4,096 logits): it loads the words, expands their bits, and
+  stores -inf where a bit is clear.  It never reads logits: an all-allowed word stores nothing,
+  an all-banned word stores a full vector.  ``TRITON_INTERPRET=1`` runs it on CPU tensors (how CI
+  checks its logic).
+* ``compile``: the same computation in torch, through ``torch.compile`` (other accelerators).
+* ``torch``: plain torch ops, one unpack and one ``masked_fill_`` per call (the CPU path).
+"""
+from __future__ import annotations
+
+import functools
+import os
+
+import torch
+
+__all__ = ["apply_torch", "apply_compiled", "apply_triton", "triton_available", "WORDS_PER_ITEM"]
+
+_BITS = 32
+#: words per Triton work item (4,096 logits)
+WORDS_PER_ITEM = 128
+
+
+def _banned(bitmask: torch.Tensor, width: int, n_cols: int) -> torch.Tensor:
+    """Bool [B, n_cols]: True where column t is banned (bit clear, or t >= width)."""
+    shifts = torch.arange(_BITS, dtype=torch.int32, device=bitmask.device)
+    bits = ((bitmask.unsqueeze(-1) >> shifts) & 1).reshape(bitmask.shape[0], -1)
+    allowed = bits[:, :min(width, n_cols)] != 0
+    if allowed.shape[1] < n_cols:
+        pad = torch.zeros(bitmask.shape[0], n_cols - allowed.shape[1], dtype=torch.bool, device=bitmask.device)
+        allowed = torch.cat([allowed, pad], dim=1)
+    return ~allowed
+
+
+def apply_torch(logits: torch.Tensor, bitmask: torch.Tensor, width: int, indices: torch.Tensor | None) -> None:
+    """The reference and CPU kernel."""
+    if indices is None:
+        logits.masked_fill_(_banned(bitmask, width, logits.shape[1]), float("-inf"))
+        return
+    rows = logits.index_select(0, indices)
+    rows.masked_fill_(_banned(bitmask.index_select(0, indices), width, logits.shape[1]), float("-inf"))
+    logits.index_copy_(0, indices, rows)
+
+
+@functools.lru_cache(maxsize=None)
+def _compiled():
+    def fill(logits, bitmask, width: int):
+        return logits.masked_fill(_banned(bitmask, width, logits.shape[1]), float("-inf"))
+
+    return torch.compile(fill, dynamic=True)
+
+
+def apply_compiled(logits: torch.Tensor, bitmask: torch.Tensor, width: int, indices: torch.Tensor | None) -> None:
+    """``torch.compile`` of the torch kernel (devices without a Triton kernel)."""
+    fill = _compiled()
+    if indices is None:
+        logits.copy_(fill(logits, bitmask, width))
+        return
+    rows = fill(logits.index_select(0, indices), bitmask.index_select(0, indices), width)
+    logits.index_copy_(0, indices, rows)
+
+
+def triton_available() -> bool:
+    try:
+        import triton  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+@functools.lru_cache(maxsize=None)
+def _triton_kernel():
+    """Built on first use, so ``TRITON_INTERPRET`` is read when the kernel is made."""
+    import triton
+    import triton.language as tl
+
+    @triton.jit
+    def apply_bitmask_kernel(logits_ptr, bitmask_ptr, indices_ptr, n_rows, n_items, logits_stride,
+                             bitmask_stride, n_cols, width, n_words,
+                             HAS_INDICES: tl.constexpr, WORDS: tl.constexpr):
+        pid = tl.program_id(0)
+        n_programs = tl.num_programs(0)
+        total = n_rows * n_items
+        word_off = tl.arange(0, WORDS)
+        bit = tl.arange(0, 32)
+        for item in range(pid, total, n_programs):
+            r = item // n_items
+            block = item % n_items
+            if HAS_INDICES:
+                row = tl.load(indices_ptr + r).to(tl.int64)
+            else:
+                row = r.to(tl.int64)
+            words_idx = block * WORDS + word_off
+            words = tl.load(bitmask_ptr + row * bitmask_stride + words_idx, mask=words_idx < n_words, other=0)
+            bits = (words[:, None] >> bit[None, :]) & 1  # [WORDS, 32], least significant bit first
+            cols = words_idx[:, None] * 32 + bit[None, :]
+            banned = (bits == 0) | (cols >= width)
+            ptrs = logits_ptr + row * logits_stride + cols
+            tl.store(ptrs, tl.full([WORDS, 32], float("-inf"), tl.float32).to(logits_ptr.dtype.element_ty),
+                     mask=banned & (cols < n_cols))
+
+    return apply_bitmask_kernel
+
+
+def _n_programs(device: torch.device) -> int:
+    if device.type == "cuda":
+        return torch.cuda.get_device_properties(device).multi_processor_count
+    return int(os.environ.get("STRUCTGEN_TRITON_PROGRAMS", "4"))  # the interpreter on CPU tensors
+
+
+def apply_triton(logits: torch.Tensor, bitmask: torch.Tensor, width: int, indices: torch.Tensor | None) -> None:
+    """The Triton kernel (CUDA tensors; CPU tensors under ``TRITON_INTERPRET=1``)."""
+    if logits.stride(1) != 1 or bitmask.stride(1) != 1:
+        raise ValueError("the Triton kernel needs rows that are contiguous in memory")
+    n_cols = logits.shape[1]
+    n_rows = logits.shape[0] if indices is None else indices.numel()
+    # work items cover the columns up to n_cols: beyond the mask's words every column is banned
+    n_items = (n_cols + WORDS_PER_ITEM * _BITS - 1) // (WORDS_PER_ITEM * _BITS)
+    total = n_rows * n_items
+    if total == 0:
+        return
+    grid = (max(1, min(total, _n_programs(logits.device))),)
+    _triton_kernel()[grid](logits, bitmask, indices if indices is not None else bitmask, n_rows, n_items,
+                           logits.stride(0), bitmask.stride(0), n_cols, width, bitmask.shape[1],
+                           HAS_INDICES=indices is not None, WORDS=WORDS_PER_ITEM)
