@@ -231,7 +231,7 @@ def _run_bench_jsonschemabench(args: argparse.Namespace) -> int:
 def _add_bench(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("bench", help="benchmarks (mask speed/correctness, end-to-end generation, ...)",
                        description="Benchmarks. Subcommands: mask (MaskBench), jsonschemabench (end to end "
-                                   "with a real model), test-suite, grammar, decode, samplers, decog, kgqa, fuzz, load, memory.")
+                                   "with a real model), test-suite, grammar, decode, samplers, decog, kgqa, vllm, fuzz, load, memory.")
     bench_sub = p.add_subparsers(dest="bench_command", metavar="BENCHMARK")
     bench_sub.required = True
     _add_bench_mask(bench_sub)
@@ -246,6 +246,10 @@ def _add_bench(sub: argparse._SubParsersAction) -> None:
 
     add_bench_decog(bench_sub)
     from .cli_kg import add_bench_kgqa
+    from .cli_vllm import add_bench_batch_masks, add_bench_vllm
+
+    add_bench_vllm(bench_sub)
+    add_bench_batch_masks(bench_sub)
 
     add_bench_kgqa(bench_sub)
 

@@ -2,9 +2,13 @@
 
 A serving engine fills every running sequence's row while the forward pass runs.  A cached mask
 is a dictionary hit and a row copy; a mask the cache lacks is a trie walk in numba kernels that
-release the GIL (``nogil=True``), so rows of different grammars (or of one grammar's states that
-need no shared walk) are computed on several cores at once.  Below ``MIN_ROWS_PER_THREAD`` rows
-per thread the pool costs more than it saves, and rows are filled in the calling thread.
+release the GIL (``nogil=True``), so rows of different grammars are computed on several cores at
+once.  Measured on MaskBench states (``structgen bench batch-masks``, 2 cores): a row costs ~60 µs
+cold and ~4 µs warm, mostly Python under the GIL, so two threads were *slower* than one (0.64x
+cold, 0.45x warm).  The pool therefore runs only when asked (``threads=`` or
+``STRUCTGEN_MASK_THREADS``); it pays where rows are long uncached walks (large vocabularies, hard
+states) on many cores.  Below ``MIN_ROWS_PER_THREAD`` rows a thread, rows are filled in the
+calling thread.
 """
 from __future__ import annotations
 
@@ -24,14 +28,15 @@ _pool_lock = threading.Lock()
 
 
 def default_threads() -> int:
-    """Threads for batch masks: ``STRUCTGEN_MASK_THREADS``, else the cores this process may use."""
-    env = os.environ.get("STRUCTGEN_MASK_THREADS")
-    if env:
-        return max(1, int(env))
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except AttributeError:  # pragma: no cover - not Linux
-        return max(1, os.cpu_count() or 1)
+    """Threads for batch masks: ``STRUCTGEN_MASK_THREADS`` (``"cores"``: the cores this process may
+    use), else 1 -- the measured best on the 2-core development machine (see the module docstring)."""
+    env = os.environ.get("STRUCTGEN_MASK_THREADS", "1")
+    if env == "cores":
+        try:
+            return max(1, len(os.sched_getaffinity(0)))
+        except AttributeError:  # pragma: no cover - not Linux
+            return max(1, os.cpu_count() or 1)
+    return max(1, int(env))
 
 
 def _executor(n: int) -> ThreadPoolExecutor:

@@ -1,0 +1,24 @@
+"""The vLLM serving benchmark's scoring and report (the servers themselves run in tests_vllm/ and
+in ``structgen bench vllm``, from vLLM's own virtualenv)."""
+from __future__ import annotations
+
+from structgen.bench.vllm_serving import _decode_speed, _pct, report
+
+
+def _backend(name, served, valid, speed):
+    return {"backend": name, "n": 4, "served": served, "refused": 4 - served, "errors": 0, "valid": valid, "finished": served, "finished_valid": valid,
+            "req_per_s": 0.5 * served, "out_tok_per_s": 40.0, "ttft_p50_s": 0.3, "ttft_p90_s": 0.9,
+            "common": 2, "common_valid": 2, "common_decode_tok_s_p50": speed, "common_latency_s_p50": 3.0}
+
+
+def test_decode_speed_counts_tokens_after_the_first():
+    assert _decode_speed({"tokens": 11, "ttft_s": 1.0, "latency_s": 3.0}) == 5.0
+    assert _decode_speed({"tokens": 0, "ttft_s": None, "latency_s": 1.0}) is None
+    assert _pct([3.0, 1.0, 2.0], 0.5) == 2.0 and _pct([], 0.5) is None
+
+
+def test_report_gives_ratios_against_each_peer():
+    text = report({"cases": 4, "concurrency": 16, "max_tokens": 256,
+                   "backends": [_backend("structgen", 4, 4, 20.0), _backend("xgrammar", 3, 2, 25.0)]})
+    assert "| structgen | 4/4 | 0 |" in text and "| xgrammar | 3/4 | 1 |" in text
+    assert "decode tok/s 0.80x" in text and "valid outputs 4 vs 2" in text
