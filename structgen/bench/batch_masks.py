@@ -20,6 +20,7 @@ __all__ = ["run_batch_masks_bench"]
 def _batch(compiler, records, rows: int, seed: int):
     from ..engine.matcher import Matcher
     from ..errors import StructgenError
+    from .fuzz import mask_ids
 
     rng = random.Random(seed)
     grammars = []
@@ -34,9 +35,7 @@ def _batch(compiler, records, rows: int, seed: int):
     for g in grammars:
         m = Matcher(g)
         for _ in range(rng.randrange(2, 24)):
-            words = m.next_token_mask()
-            ids = np.flatnonzero(np.unpackbits(words.view(np.uint8), bitorder="little")[:g.vocab_size])
-            ids = [t for t in ids.tolist() if t not in g.eos_ids]
+            ids = [t for t in mask_ids(m, g.vocab_size).tolist() if t not in g.eos_ids]
             if not ids or not m.accept_token(rng.choice(ids)):
                 break
         matchers.append(m)

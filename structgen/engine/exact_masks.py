@@ -71,16 +71,18 @@ def warm_up(trie) -> None:
     _token_sets(trie, "any")
 
 
+def _bytes_into(trans: np.ndarray, classmap: np.ndarray, targets: np.ndarray) -> np.ndarray:
+    """Bool [256]: the bytes on which some state of a DFA table steps into one of ``targets``."""
+    into = ((trans >= 0) & targets[np.where(trans >= 0, trans, 0)]).any(axis=0)  # per byte class
+    return into[classmap.astype(np.intp)]
+
+
 def _closing_bytes(core) -> np.ndarray:
     """The bytes that lead some state of ``core`` into an accepting state with no way out."""
     hit = _closing.get(core)
     if hit is None:
-        trans = core.trans
-        dead = (trans < 0).all(axis=1) & (core.acc_id >= 0)
-        target = np.where(trans >= 0, trans, 0)
-        closing_cls = ((trans >= 0) & dead[target]).any(axis=0)  # per byte class
-        hit = np.flatnonzero(closing_cls[core.classmap.astype(np.intp)]).astype(np.uint8)
-        _closing[core] = hit
+        dead = (core.trans < 0).all(axis=1) & (core.acc_id >= 0)
+        hit = _closing[core] = np.flatnonzero(_bytes_into(core.trans, core.classmap, dead)).astype(np.uint8)
     return hit
 
 
@@ -89,9 +91,7 @@ def _trigger_bytes(g) -> np.ndarray:
     ends = np.zeros(256, dtype=bool)
     for t in g.checks.trigger_terms:
         d = g.term_dfas[t]
-        target = np.where(d.trans >= 0, d.trans, 0)
-        into_accept = ((d.trans >= 0) & d.accept[target]).any(axis=0)
-        ends |= into_accept[d.classmap.astype(np.intp)]
+        ends |= _bytes_into(d.trans, d.classmap, d.accept)
     return np.flatnonzero(ends).astype(np.uint8)
 
 

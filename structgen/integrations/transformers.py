@@ -197,10 +197,8 @@ class StructgenLogitsProcessor(LogitsProcessor):
                 if not bool(bitmask[r].any()):
                     text = m.output_bytes().decode("utf-8", errors="replace")
                     raise GenerationError(f"row {r}: the grammar allows no token here", partial=text)
-        vocab = self.info.vocab_size
-        if scores.shape[-1] > vocab:
-            scores[..., vocab:] = float("-inf")  # padded logits columns are never real tokens
-        apply_token_bitmask_inplace(scores, bitmask.to(scores.device), vocab_size=vocab)
+        # columns past the vocabulary (padded logits) are closed by the apply itself
+        apply_token_bitmask_inplace(scores, bitmask.to(scores.device), vocab_size=self.info.vocab_size)
         return scores
 
     # -- inspection ------------------------------------------------------------------

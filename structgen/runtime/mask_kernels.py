@@ -28,10 +28,10 @@ WORDS_PER_ITEM = 128
 
 
 def _banned(bitmask: torch.Tensor, width: int, n_cols: int) -> torch.Tensor:
-    """Bool [B, n_cols]: True where column t is banned (bit clear, or t >= width)."""
-    shifts = torch.arange(_BITS, dtype=torch.int32, device=bitmask.device)
-    bits = ((bitmask.unsqueeze(-1) >> shifts) & 1).reshape(bitmask.shape[0], -1)
-    allowed = bits[:, :min(width, n_cols)] != 0
+    """Bool [B, n_cols]: True where column t is banned (bit clear, or t >= width; width <= 32*W)."""
+    from .masks import bitmask_to_bool
+
+    allowed = bitmask_to_bool(bitmask, min(width, n_cols))
     if allowed.shape[1] < n_cols:
         pad = torch.zeros(bitmask.shape[0], n_cols - allowed.shape[1], dtype=torch.bool, device=bitmask.device)
         allowed = torch.cat([allowed, pad], dim=1)
