@@ -22,6 +22,7 @@ _LAZY = {
     "generate_json": ("structgen.api", "generate_json"),
     "generate_regex": ("structgen.api", "generate_regex"),
     "generate_grammar": ("structgen.api", "generate_grammar"),
+    "generate_structural_tag": ("structgen.api", "generate_structural_tag"),
     "generate_sparql": ("structgen.kg.generate", "generate_sparql"),
     "generate_chain": ("structgen.kg.generate", "generate_chain"),
     "sample": ("structgen.runtime.sampling.draw", "sample"),

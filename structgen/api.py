@@ -144,7 +144,8 @@ def generate_json(model, schema: Any, prompt: str | None = None, *, max_tokens: 
                   whitespace: str = "compact", strict: bool = False, lenient: bool = False,
                   system: str | None = None, chat: bool = True, return_result: bool = False,
                   sampler: str | None = None, particles: int = 8, speculative: bool = True,
-                  prompts: list[str | None] | None = None, return_exceptions: bool = False, hmm: Any = None) -> Any:
+                  prompts: list[str | None] | None = None, return_exceptions: bool = False, hmm: Any = None,
+                  reasoning: bool = False, think_start: str = "<think>", think_end: str = "</think>") -> Any:
     """Generate one JSON value that satisfies ``schema`` and return it parsed.
 
     ``schema``: a dict, JSON text, or a Pydantic model class (then an instance
@@ -173,22 +174,39 @@ def generate_json(model, schema: Any, prompt: str | None = None, *, max_tokens: 
     returned (of ``(value, result)`` pairs with ``return_result``).  Under greedy decoding row ``i``
     is what ``prompt=prompts[i]`` gives.  A row that fails raises ``GenerationError`` naming it, or,
     with ``return_exceptions=True``, stands in the list as its exception.
+
+    ``reasoning=True``: think first, then the JSON.  The output is free text up to ``think_end``
+    (it opens with ``think_start`` unless the prompt already ends with it), up to two blanks or
+    newlines, then the JSON (a structural tag: ``structgen.grammar.structural_tag``).  The value
+    returned is the JSON's; with ``return_result`` the result's ``text`` is the JSON text and
+    ``reasoning`` the thinking text (``extra["raw_text"]``: the whole output).  A schema that needs
+    checks at value boundaries (``uniqueItems``, ``not``, ...) needs ``lenient=True`` here.
     """
     from .grammar.json_schema import normalize_schema_input
 
     model = resolve_model(model)
     pyd = schema if isinstance(schema, type) and hasattr(schema, "model_validate") else None
     schema_dict = normalize_schema_input(schema)
-    grammar = compiler_for(model).compile_json_schema(schema_dict, whitespace=whitespace, strict=strict,
-                                                      lenient=lenient)
+    if reasoning and sampler == "decog":
+        raise ValueError("reasoning=True does not combine with sampler='decog'")
+    grammar = None if reasoning else compiler_for(model).compile_json_schema(
+        schema_dict, whitespace=whitespace, strict=strict, lenient=lenient)
 
     def prompt_text(request: str | None) -> str:
         # Deco-G: the prompt carries the task only; the HMM carries the format
         user = task_prompt(schema_dict, request) if sampler == "decog" else schema_prompt(schema_dict, request)
         return model.chat_prompt(user, system=system) if chat else user
 
+    validator = None
+    if reasoning:
+        texts = [prompt_text(p) for p in (prompts if prompts is not None else [prompt])]
+        grammar, validator = _reasoning_grammar(model, schema_dict, texts, think_start, think_end,
+                                                whitespace=whitespace, strict=strict, lenient=lenient)
+
     def finish(result):
-        value = _json_value(grammar, result, pyd)
+        if reasoning:
+            result = _split_reasoning(result, think_start, think_end)
+        value = _json_value(grammar, result, pyd, validator)
         return (value, result) if return_result else value
 
     kw = dict(max_tokens=max_tokens, temperature=temperature, top_p=top_p, top_k=top_k, seed=seed, sampler=sampler,
@@ -201,13 +219,15 @@ def generate_json(model, schema: Any, prompt: str | None = None, *, max_tokens: 
     return finish(_run(model, grammar, prompt_text(prompt), **kw))
 
 
-def _json_value(grammar: CompiledGrammar, result, pyd) -> Any:
-    """The parsed output, validated with jsonschema (and the Pydantic class when there is one)."""
+def _json_value(grammar: CompiledGrammar, result, pyd, validator=None) -> Any:
+    """The parsed output, validated with jsonschema (and the Pydantic class when there is one);
+    ``validator``: instead of the grammar's."""
     try:
         value = json.loads(result.text)
     except json.JSONDecodeError as e:  # pragma: no cover - the grammar makes this impossible
         raise GenerationError(f"output is not JSON: {e}", partial=result.text) from None
-    errors = sorted(grammar.validator.iter_errors(value), key=lambda e: list(e.path)) if grammar.validator else []
+    validator = validator if validator is not None else grammar.validator
+    errors = sorted(validator.iter_errors(value), key=lambda e: list(e.path)) if validator else []
     if errors:
         err = errors[0]
         ptr = "/" + "/".join(str(p) for p in err.path)
@@ -253,16 +273,85 @@ def _generate_text(model, grammar: CompiledGrammar, prompt: str | None, prompts:
     return finish(_run(model, grammar, text(prompt), **kw))
 
 
-def generate_grammar(model, grammar: str | Path, prompt: str | None = None, *, start: str = "start",
+def generate_grammar(model, grammar: str | Path, prompt: str | None = None, *, start: str | list[str] = "start",
+                     indenter: Any = None,
                      max_tokens: int = DEFAULT_MAX_TOKENS, temperature: float | None = None, top_p: float = 1.0,
                      top_k: int = 0, seed: int | None = None, system: str | None = None, chat: bool = True,
                      sampler: str | None = None, particles: int = 8, speculative: bool = True,
                      prompts: list[str] | None = None, return_exceptions: bool = False, hmm: Any = None) -> str | list:
     """Generate text in the language of a Lark grammar (text or a ``.lark`` path); ``speculative``,
-    ``prompts`` and ``return_exceptions`` as in :func:`generate_json`."""
+    ``prompts`` and ``return_exceptions`` as in :func:`generate_json`; ``start`` and ``indenter``
+    as in :meth:`GrammarCompiler.compile_lark <structgen.compiler.GrammarCompiler.compile_lark>`
+    (``indenter="python"`` with lark's ``python.lark``, start ``file_input``)."""
     model = resolve_model(model)
-    compiled = compiler_for(model).compile_lark(grammar, start=start)
+    compiled = compiler_for(model).compile_lark(grammar, start=start, indenter=indenter)
     return _generate_text(model, compiled, prompt, prompts, lambda r: r.text, system=system, chat=chat,
+                          return_exceptions=return_exceptions, max_tokens=max_tokens, temperature=temperature,
+                          top_p=top_p, top_k=top_k, seed=seed, sampler=sampler, particles=particles,
+                          speculative=speculative, hmm=hmm)
+
+
+def reasoning_spec(schema: Any, *, think_start: str | None = "<think>", think_end: str = "</think>") -> dict:
+    """The structural tag of "think first, then the JSON": ``think_start`` (None: the prompt opened
+    it), free text up to ``think_end``, up to two blanks or newlines, then a value of ``schema``."""
+    if not think_end:
+        raise ValueError("think_end must not be empty")
+    elements: list[dict] = [{"type": "const_string", "value": think_start}] if think_start else []
+    elements += [{"type": "any_text"}, {"type": "const_string", "value": think_end},
+                 {"type": "regex", "pattern": "[ \\n]{0,2}"}, {"type": "json_schema", "json_schema": schema}]
+    return {"type": "structural_tag", "format": {"type": "sequence", "elements": elements}}
+
+
+def _reasoning_grammar(model, schema: Any, prompt_texts: list[str], think_start: str, think_end: str, **opts):
+    """The compiled reasoning grammar for these prompts and the schema's validator."""
+    from .grammar.json_schema import make_validator
+
+    opened = {bool(think_start) and t.rstrip().endswith(think_start.strip()) for t in prompt_texts}
+    if len(opened) > 1:
+        raise ValueError(f"some prompts end with {think_start!r} and others do not: decode them in separate calls")
+    spec = reasoning_spec(schema, think_start=None if opened.pop() else think_start, think_end=think_end)
+    return compiler_for(model).compile_structural_tag(spec, **opts), make_validator(schema)
+
+
+def _split_reasoning(result, think_start: str, think_end: str):
+    """``result`` with ``text`` the JSON alone and ``reasoning`` the thinking text."""
+    import dataclasses
+
+    raw = result.text
+    i = raw.find(think_end)  # the grammar keeps think_end out of the thinking text
+    thinking = raw[:i] if i >= 0 else raw
+    if think_start and thinking.startswith(think_start):
+        thinking = thinking[len(think_start):]
+    tail = raw[i + len(think_end):].lstrip(" \n") if i >= 0 else ""
+    return dataclasses.replace(result, text=tail, text_bytes=tail.encode("utf-8"), reasoning=thinking,
+                               extra={**result.extra, "raw_text": raw})
+
+
+def generate_structural_tag(model, spec: Any, prompt: str | None = None, *, whitespace: str = "compact",
+                            strict: bool = False, lenient: bool = False, max_tokens: int = DEFAULT_MAX_TOKENS,
+                            temperature: float | None = None, top_p: float = 1.0, top_k: int = 0,
+                            seed: int | None = None, system: str | None = None, chat: bool = True,
+                            sampler: str | None = None, particles: int = 8, speculative: bool = True,
+                            prompts: list[str] | None = None, return_exceptions: bool = False, hmm: Any = None):
+    """Generate text under a structural tag (XGrammar's format as a dict or JSON text: free text, and
+    the segments its triggers select -- tool calls whose JSON follows each tool's schema, ...; see
+    ``structgen.grammar.structural_tag``).  Returns a
+    :class:`~structgen.structural_output.StructuralTagOutput`: ``text``, ``segments`` (each tag's
+    begin, content, end, offsets and, for a JSON content, its parsed ``value``, validated with
+    jsonschema) and the decoding ``result``.  ``whitespace`` / ``strict`` / ``lenient``: how the
+    embedded JSON Schemas compile (as in :func:`generate_json`); ``speculative``, ``prompts`` and
+    ``return_exceptions`` as in :func:`generate_json`."""
+    from .grammar.structural_tag import load_structural_tag
+    from .structural_output import StructuralTagOutput, read_segments
+
+    model = resolve_model(model)
+    doc = load_structural_tag(spec)
+    compiled = compiler_for(model).compile_structural_tag(doc, whitespace=whitespace, strict=strict, lenient=lenient)
+
+    def finish(result) -> StructuralTagOutput:
+        return StructuralTagOutput(result.text, read_segments(doc, result.text), result)
+
+    return _generate_text(model, compiled, prompt, prompts, finish, system=system, chat=chat,
                           return_exceptions=return_exceptions, max_tokens=max_tokens, temperature=temperature,
                           top_p=top_p, top_k=top_k, seed=seed, sampler=sampler, particles=particles,
                           speculative=speculative, hmm=hmm)

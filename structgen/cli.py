@@ -366,13 +366,16 @@ def _run_bench_samplers(args) -> int:
 
 
 def _add_bench_grammar(bench_sub) -> None:
-    p = bench_sub.add_parser("grammar", help="Lark grammar: compile time and mask time over real JSON documents",
-                             description="Compiles a Lark grammar (default grammars/json.lark) with cold caches "
-                                         "and times every token mask while stepping through MaskBench's valid "
-                                         "JSON documents; llguidance runs the same grammar in the same process.")
-    p.add_argument("--grammar", default=str(Path(__file__).resolve().parents[1] / "grammars" / "json.lark"))
+    p = bench_sub.add_parser("grammar", help="Lark grammar: compile time and mask time over real texts",
+                             description="Compiles a Lark grammar with cold caches and times every token mask "
+                                         "while stepping through real texts: grammars/json.lark over MaskBench's "
+                                         "valid JSON documents (default), 'python' (lark's python.lark with its "
+                                         "indenter over Python files lark parses) or 'lark' (lark.lark over .lark "
+                                         "files); llguidance runs the same grammar in the same process.")
+    p.add_argument("--grammar", default=str(Path(__file__).resolve().parents[1] / "grammars" / "json.lark"),
+                   help="a .lark file, or a corpus: python, lark")
     p.add_argument("--tokenizer", default="deepseek")
-    p.add_argument("--docs", type=int, default=200, help="number of JSON documents (default 200)")
+    p.add_argument("--docs", type=int, default=200, help="number of texts (default 200)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--engines", default="structgen,llguidance")
     p.set_defaults(func=_run_bench_grammar)
@@ -482,6 +485,9 @@ def _add_generate(sub) -> None:
     g.add_argument("--regex", help="regular expression the whole output must match")
     g.add_argument("--grammar", help="Lark grammar file (.lark)")
     p.add_argument("prompt", help="the user's request")
+    p.add_argument("--start", default="start", help="with --grammar: the start rule (default start)")
+    p.add_argument("--indenter", default=None, choices=["python"],
+                   help="with --grammar: lark's PythonIndenter post-lexer (e.g. lark's python.lark, --start file_input)")
     p.add_argument("--model", default=None, help="model folder, .gguf file or transformers id (default: SmolLM2)")
     p.add_argument("--max-tokens", type=int, default=512)
     p.add_argument("--temperature", type=float, default=None,
@@ -521,7 +527,7 @@ def _run_generate(args) -> int:
         elif args.regex:
             print(generate_regex(model, args.regex, args.prompt, **kw))
         else:
-            print(generate_grammar(model, args.grammar, args.prompt, **kw))
+            print(generate_grammar(model, args.grammar, args.prompt, start=args.start, indenter=args.indenter, **kw))
     except StructgenError as e:
         print(f"structgen generate: {type(e).__name__}: {e}", file=sys.stderr)
         partial = getattr(e, "partial", "")

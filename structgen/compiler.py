@@ -25,6 +25,7 @@ from .engine.walks import warm_up_walk_kernels
 from .grammar.fsa import difference_literals
 from .grammar.fsa_kernels import warm_up_fsa_kernels
 from .grammar.ir import GrammarIR, Repeat, Sym
+from .grammar.indenter import resolve_indenter
 from .grammar.lark import lark_to_ir, load_lark_text
 from .grammar.json_strings import class_string_dfa, string_dfa
 from .grammar.regex import compile_regex
@@ -332,12 +333,26 @@ class GrammarCompiler:
 
         return self._bounded(lambda: self._cached(("regex", pattern), build), timeout, max_memory)
 
-    def compile_lark(self, grammar: str | Path, *, start: str = "start", timeout: float | None = None,
+    def compile_lark(self, grammar: str | Path, *, start: str | list[str] = "start", indenter=None,
+                     reserve_keywords: bool | None = None, timeout: float | None = None,
                      max_memory: int | None = None) -> CompiledGrammar:
-        """A Lark grammar given as text or as a path to a ``.lark`` file."""
+        """A Lark grammar given as text or as a path to a ``.lark`` file (relative ``%import`` statements
+        resolve beside it).  ``start``: a rule or a list of rules (any of them).  ``indenter``:
+        ``"python"``, an :class:`~structgen.grammar.indenter.IndenterConfig` or a dict of its
+        fields, for grammars whose ``%declare``-d indent / dedent come from lark's ``Indenter``.
+        ``reserve_keywords``: a string terminal wins over a regex terminal of its priority that
+        matches the same text (lark's basic lexer: ``as`` is never a ``NAME``); on by default with
+        ``indenter="python"``, since Python's keywords are reserved and lark's contextual lexer
+        would let ``as = 1`` through."""
         text, source = load_lark_text(grammar)
+        cfg = resolve_indenter(indenter)
+        if reserve_keywords is None:
+            reserve_keywords = isinstance(indenter, str) and indenter.lower() == "python"
+        starts = start if isinstance(start, str) else tuple(start)
         return self._bounded(lambda: self._cached(
-            ("lark", text, start), lambda: self.compile_ir(lark_to_ir(text, start=start, source=source), kind="lark")),
+            ("lark", text, source, starts, cfg, reserve_keywords),
+            lambda: self.compile_ir(lark_to_ir(text, start=start, source=source, indenter=cfg,
+                                               reserve_keywords=reserve_keywords), kind="lark")),
             timeout, max_memory)
 
     def compile_json_schema(self, schema: Any, *, whitespace: str = "flexible", strict: bool = False,
@@ -371,6 +386,26 @@ class GrammarCompiler:
             # parsing, the cache key and the compile all recurse as deep as the schema: all on the compile thread
             doc = normalize_schema_input(schema)
             return self._cached(("json", json.dumps(doc, sort_keys=True), opts), lambda: build(doc))
+
+        return self._bounded(job, timeout, max_memory)
+
+    def compile_structural_tag(self, spec: Any, *, whitespace: str = "flexible", strict: bool = False,
+                               lenient: bool = False, timeout: float | None = None,
+                               max_memory: int | None = None) -> CompiledGrammar:
+        """A structural tag (XGrammar's format, as a dict or JSON text): free text until a trigger, then
+        the segment it selects (JSON Schema, regex, Lark, text) up to its end string, and so on; see
+        ``structgen.grammar.structural_tag``.  ``whitespace`` / ``strict`` / ``lenient``: how embedded
+        JSON Schemas compile (``lenient``: schemas needing checks at value boundaries compile without
+        them; validate the segments afterwards).  Bad specs raise ``GrammarError`` /
+        ``UnsupportedFeature`` / ``SchemaError`` naming the spec's JSON path."""
+        from .grammar.structural_tag import StructuralTagOptions, load_structural_tag, spec_key, structural_tag_to_ir
+
+        opts = StructuralTagOptions(whitespace=whitespace, strict=strict, lenient=lenient)
+
+        def job():
+            doc = load_structural_tag(spec)
+            return self._cached(("structural_tag", spec_key(doc), opts), lambda: self.compile_ir(
+                structural_tag_to_ir(doc, opts), kind="structural_tag"))
 
         return self._bounded(job, timeout, max_memory)
 

@@ -75,3 +75,27 @@ def test_checked_keywords_on_real_model(smol, schema):
     value = generate_json(smol, schema, "Describe a user account as JSON.", max_tokens=120, seed=0)
     print(json.dumps(value))
     jsonschema.Draft202012Validator(schema).validate(value)
+
+
+PYTHON_PROMPTS = [
+    "Write a Python function that returns the sum of a list of numbers.",
+    "Write a Python class Point with x and y and a method that returns the distance to the origin.",
+    "Write Python code that reads a file and counts the lines that contain the word 'error'.",
+    "Write a Python function is_prime(n).",
+]
+
+
+@pytest.mark.parametrize("i", range(len(PYTHON_PROMPTS)))
+def test_python_under_python_lark_parses(smol, i):
+    """lark's python.lark with its indenter: every generated program parses with ``ast.parse``
+    (greedy for the first two prompts, sampled for the others)."""
+    import ast
+
+    from structgen.bench.lark_corpora import CORPORA
+
+    c = CORPORA["python"]
+    out = generate_grammar(smol, c.grammar, PYTHON_PROMPTS[i], start=c.start, indenter=c.indenter,
+                           max_tokens=120, temperature=0 if i < 2 else 0.8, seed=i)
+    print(out)
+    ast.parse(out)
+    assert out.strip()

@@ -12,11 +12,12 @@ from __future__ import annotations
 import threading
 import numpy as np
 
+from ..grammar.fsa import after_ignored
 from ..grammar.ir import GrammarIR
 from ..uids import new_uid
 from ..byte_lru import ByteLRU
 from .lexer import Lexer, LexerCache
-from .parser import Parser
+from .parser import IndentIds, Parser
 from .rules import build_rule_automata, compute_costs
 from .trie import TokenTrie, clear_tokens_where, or_words
 from .checks import CheckRun, GrammarChecks
@@ -27,6 +28,35 @@ from .walks import EV_NODES, GROUPS, MASK, OWN, VALS, WORDS, TrieWalker
 MASK_CACHE_BYTES = 32 << 20
 MASKS = ByteLRU(MASK_CACHE_BYTES, name="masks")
 _NOTHING: frozenset[int] = frozenset()
+#: Readings a Lark grammar's configuration may carry (python.lark: brackets nested 5 deep); a lexeme
+#: that would need more is refused, by the mask and by accept_token alike
+LARK_MAX_STACKS = 4096
+
+
+def _lexed_dfas(ir: GrammarIR, names: list[str], dfas: list) -> list:
+    """The automata the lexers run.  Where ignored lexemes may follow each other (Lark), each
+    terminal is lexed with any run of ignored lexemes before it: the parser never sees those, so
+    "blanks, then X" is one lexeme of X, and a lexeme that only *might* become an ignored one
+    (``lark.lark``'s ``COMMENT: /\\s*/ "//" ...`` after a blank) no longer hides the split where a
+    blank ends and ``/regex/`` begins -- the longest-match lexing lark's own lexers do."""
+    if not ir.ignore_repeats:
+        return dfas
+    ignored = [d for n, d in zip(names, dfas) if ir.terminals[n].ignore and ir.terminals[n].lexable]
+    if not ignored:
+        return dfas
+    return [after_ignored(ignored, d) if ir.terminals[n].lexable else d for n, d in zip(names, dfas)]
+
+
+def _indent_ids(ir: GrammarIR, term_index: dict[str, int]) -> IndentIds | None:
+    """The IR's indenter in terminal ids (None without one)."""
+    cfg = ir.indenter
+    if cfg is None:
+        return None
+    columns = {term_index[n]: t.column for n, t in ir.terminals.items() if t.lexeme_of == cfg.newline}
+    return IndentIds(term_index[cfg.newline], columns,
+                     frozenset(term_index[n] for n in cfg.open_paren if n in term_index),
+                     frozenset(term_index[n] for n in cfg.close_paren if n in term_index),
+                     term_index[cfg.indent], term_index[cfg.dedent], cfg.max_column)
 
 
 class CompiledGrammar:
@@ -49,10 +79,26 @@ class CompiledGrammar:
         self.rule_names = tuple(rule_index)
         self._autos = autos
         self._costs_ready = False  # shortest completions: only the budget guard needs them
-        self.parser = Parser(autos, rule_index[ir.start], ignore)
+        self._lexeme_lengths: list[int] | None = None
+        # symbols lexed as parts (follow conditions, newline columns) and %declare'd ones
+        lexed_as: dict[int, tuple[int, ...]] = {}
+        symbol_of: dict[int, int] = {}
+        for n in names:
+            t = ir.terminals[n]
+            if t.lexeme_of is not None:
+                symbol_of[term_index[n]] = term_index[t.lexeme_of]
+                lexed_as.setdefault(term_index[t.lexeme_of], ())
+                lexed_as[term_index[t.lexeme_of]] += (term_index[n],)
+            elif not t.lexable:
+                lexed_as.setdefault(term_index[n], ())
+        #: part id -> the condition on the byte after its lexemes (lookaheads at a terminal's end)
+        self.follow = {term_index[n]: ir.terminals[n].follow for n in names if ir.terminals[n].follow is not None}
+        self.parser = Parser(autos, rule_index[ir.start], ignore, ignore_repeats=ir.ignore_repeats,
+                             lexed_as=lexed_as, symbol_of=symbol_of, indenter=_indent_ids(ir, term_index),
+                             **({"max_stacks": LARK_MAX_STACKS, "refuse_ambiguous": True} if kind == "lark" else {}))
         # constraints the automata over-approximate, tested as values complete (structgen.engine.checks)
         self.checks = GrammarChecks(ir.checks, autos, rule_index)
-        self.lexers = LexerCache(self.term_dfas)
+        self.lexers = LexerCache(_lexed_dfas(ir, names, self.term_dfas), self.follow)
         # an any-order object's "any other key" terminal -> its key literals: lexers holding it hold
         # them all (see Lexer), so the sets of keys left share one lexer and its walks
         self.key_families = {term_index[d]: frozenset(term_index[k] for k in keys)
@@ -74,7 +120,11 @@ class CompiledGrammar:
         self._walker = TrieWalker(trie)
 
     # -- state helpers ---------------------------------------------------------
-    def lexer_for(self, cid: int) -> Lexer:
+    def lexer_for(self, cid: int, first: frozenset | None = None) -> Lexer:
+        """The lexer of configuration ``cid`` (``first``: only lexemes starting with one of these
+        bytes, what a lookahead at the previous lexeme's end leaves)."""
+        if first is not None:
+            return self.lexers.get(self.lexer_for(cid).term_ids, first=first)
         i = self._lexer_of.get(cid)
         if i is None:
             allowed = self.parser.allowed[cid]
@@ -115,7 +165,9 @@ class CompiledGrammar:
                 a = int(lx.boundary[ls])
                 if a < 0:
                     return None
-                terms = lx.acc_set(a)
+                terms = lx.acc_set(a) if lx.follow is None else lx.terms_before(a, b)
+                if not terms:
+                    return None  # a lookahead at the lexeme's end refuses this byte
                 if run is not None:
                     cid = run.before_scan(cid, terms)
                     if cid < 0:
@@ -150,7 +202,10 @@ class CompiledGrammar:
         a = int(lx.acc_id[ls])
         if a < 0:
             return False
-        c2 = self.parser.scan(cid, lx.acc_set(a))
+        terms = lx.acc_set(a) if lx.follow is None else lx.terms_before(a, None)
+        if not terms:
+            return False
+        c2 = self.parser.scan(cid, terms)
         return c2 >= 0 and self.parser.can_end[c2]
 
     def min_completion(self, cid: int, lx: Lexer, ls: int) -> float:
@@ -158,16 +213,23 @@ class CompiledGrammar:
         if not self._costs_ready:
             with self._lock:
                 if not self._costs_ready:
-                    compute_costs(self._autos, [d.min_length() for d in self.term_dfas])
+                    compute_costs(self._autos, [0 if self.parser.lexed_as.get(i) == () else d.min_length()
+                                                for i, d in enumerate(self.term_dfas)])
                     self._costs_ready = True
         parser = self.parser
+        cost = parser.cost
+        if parser.indenter is not None:  # the indentation stack decides what a newline costs
+            lengths = self._lexeme_lengths
+            if lengths is None:
+                lengths = self._lexeme_lengths = [d.min_length() for d in self.lexers.term_dfas]
+            cost = lambda c: parser.searched_cost(c, lengths)  # noqa: E731
         if ls == 0:
-            return parser.cost(cid)
+            return cost(cid)
         best = float("inf")
         for t, d in lx.completions(ls):
             c2 = parser.scan(cid, (t,))
             if c2 >= 0:
-                best = min(best, d + parser.cost(c2))
+                best = min(best, d + cost(c2))
         return best
 
     # -- masks -------------------------------------------------------------------------
@@ -204,17 +266,19 @@ class CompiledGrammar:
                 a = label if own else core.kind_of_signature(label) - 1
                 if a < 0:
                     continue
-                c2 = scan(cid, acc_set(a))
-                if c2 < 0:
-                    continue
-                lx2 = lexer_for(c2)
-                w2 = cont(gid, nodes, lx2)
-                if len(w2[WORDS]):
-                    or_words(m, w2[WORDS], w2[VALS])
-                    if lx2.widened:
-                        self._clear_ends(c2, lx2, m, 0, gid, nodes)
-                if len(w2[EV_NODES]):
-                    todo.append((c2, lx2, w2))
+                readings = ((acc_set(a), None),) if lx.follow is None else lx.follow_classes(a)
+                for terms, first in readings:
+                    c2 = scan(cid, terms)
+                    if c2 < 0:
+                        continue
+                    lx2 = lexer_for(c2, first)
+                    w2 = cont(gid, nodes, lx2)
+                    if len(w2[WORDS]):
+                        or_words(m, w2[WORDS], w2[VALS])
+                        if lx2.widened:
+                            self._clear_ends(c2, lx2, m, 0, gid, nodes)
+                    if len(w2[EV_NODES]):
+                        todo.append((c2, lx2, w2))
 
     def _clear_ends(self, cid: int, lx: Lexer, m: np.ndarray, ls: int, gid: int = 0, nodes=None) -> None:
         """Drop the tokens that complete a widened literal the parser does not allow (see

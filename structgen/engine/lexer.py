@@ -21,7 +21,7 @@ from functools import cached_property
 import numpy as np
 
 from ..errors import GrammarError
-from ..grammar.fsa import DFA, kernel_args
+from ..grammar.fsa import DFA, intersect, kernel_args
 from ..uids import new_uid
 from ..byte_lru import ByteLRU, nbytes_of
 from .lexer_kernels import build_core, pack_dfa, split_core
@@ -292,9 +292,12 @@ class Lexer:
     a token ending there is allowed only when the parser allows one of the state's terminals."""
 
     def __init__(self, lexer_id: int, term_ids: tuple[int, ...], dfas: list[DFA],
-                 widened: frozenset[int] = frozenset()):
+                 widened: frozenset[int] = frozenset(), follow: dict | None = None):
         self.id = lexer_id
         self.term_ids = term_ids
+        # terminal id -> FollowCondition for the terminals with a lookahead at their end (None
+        # when this lexer has none: the usual case costs one test)
+        self.follow = follow
         self.core = lexer_core(tuple(dfas))
         core = self.core
         self.widened = widened
@@ -339,6 +342,28 @@ class Lexer:
             ts = self._acc_sets[a] = tuple(sorted(self.term_ids[j] for j in self.core.members(a + 1)))
         return ts
 
+    def terms_before(self, a: int, byte: int | None) -> tuple[int, ...]:
+        """The terminals of accept set ``a`` whose lexeme may be followed by ``byte`` (None: by
+        the end of the output)."""
+        follow = self.follow
+        out = []
+        for t in self.acc_set(a):
+            c = follow.get(t)
+            if c is None or (c.at_end if byte is None else byte in c.next_bytes):
+                out.append(t)
+        return tuple(out)
+
+    def follow_classes(self, a: int) -> tuple[tuple[tuple[int, ...], frozenset | None], ...]:
+        """Accept set ``a`` split by what may follow its lexemes: (terminals, first bytes allowed
+        next, None for any)."""
+        follow = self.follow
+        groups: dict = {}
+        for t in self.acc_set(a):
+            c = follow.get(t)
+            key = None if c is None else c.next_bytes
+            groups.setdefault(key, []).append(t)
+        return tuple((tuple(ts), key) for key, ts in groups.items())
+
     def completions(self, state: int) -> list[tuple[int, int]]:
         """(terminal id, min bytes to finish that terminal) for each live terminal."""
         out = []
@@ -351,20 +376,52 @@ class Lexer:
 
 
 class LexerCache:
-    """One Lexer per distinct allowed-terminal set, built on first use."""
+    """One Lexer per distinct allowed-terminal set, built on first use.
 
-    def __init__(self, term_dfas: list[DFA]):
+    ``follow``: terminal id -> FollowCondition, for terminals with a lookahead at their end.  The
+    lexeme after one of those may only start with the bytes its condition allows: a lexer whose
+    terminals are cut to those first bytes (``get(..., first=...)``) continues the trie walks, so
+    masks stay exact without trying tokens one by one."""
+
+    def __init__(self, term_dfas: list[DFA], follow: dict | None = None):
         self.term_dfas = term_dfas
+        self.follow = follow or None
         self.lexers: list[Lexer] = []
         self._by_set: dict[tuple, int] = {}  # -> index in ``lexers`` (an int dict: untracked by the GC)
 
-    def get(self, allowed: tuple, widened: frozenset[int] = frozenset()) -> Lexer:
+    def get(self, allowed: tuple, widened: frozenset[int] = frozenset(), first: frozenset | None = None) -> Lexer:
         """The lexer for a sorted tuple of terminal ids (``widened``: see :class:`Lexer`; the same
-        for every request of one tuple)."""
-        i = self._by_set.get(allowed)
+        for every request of one tuple; ``first``: lexemes must start with one of these bytes)."""
+        key = allowed if first is None else (allowed, first)
+        i = self._by_set.get(key)
         if i is not None:
             return self.lexers[i]
-        lx = Lexer(len(self.lexers), allowed, [self.term_dfas[t] for t in allowed], widened)
-        self._by_set[allowed] = lx.id
+        dfas = [self.term_dfas[t] for t in allowed]
+        if first is not None:
+            cut = [(t, starting_with(d, first)) for t, d in zip(allowed, dfas)]
+            cut = [(t, d) for t, d in cut if not d.is_empty()]
+            allowed, dfas = tuple(t for t, _ in cut), [d for _, d in cut]
+        follow = self.follow
+        if follow is not None:
+            follow = {t: follow[t] for t in allowed if t in follow} or None
+        lx = Lexer(len(self.lexers), allowed, dfas, widened, follow)
+        self._by_set[key] = lx.id
         self.lexers.append(lx)
         return lx
+
+
+_starting: dict[tuple, DFA] = {}
+
+
+def starting_with(d: DFA, first: frozenset) -> DFA:
+    """``d``'s lexemes whose first byte is in ``first`` (cached per automaton and byte set)."""
+    key = (d.uid, first)
+    hit = _starting.get(key)
+    if hit is None:
+        classmap = np.array([0 if b in first else 1 for b in range(256)], dtype=np.int32)
+        gate = DFA(np.array([[1, -1], [1, 1]], dtype=np.int32), np.array([False, True]), classmap, 0)
+        hit = intersect(d, gate)
+        if len(_starting) > 4096:
+            _starting.clear()
+        _starting[key] = hit
+    return hit

@@ -9,6 +9,9 @@ rollback a matter of popping a history list.
 """
 from __future__ import annotations
 
+import heapq
+from dataclasses import dataclass
+
 from ..errors import GrammarError
 from .rules import TERM_SHIFT, RuleAutomaton
 
@@ -16,6 +19,20 @@ FRAME_BITS = 22
 FRAME_MASK = (1 << FRAME_BITS) - 1
 MAX_STACKS = 4096
 MAX_DEPTH = 4096
+
+
+@dataclass(frozen=True)
+class IndentIds:
+    """An indenter (``structgen.grammar.indenter``) in terminal ids: the newline symbol, the
+    column of each of its lexed parts, the bracket terminals, the indent and dedent symbols."""
+
+    newline: int
+    columns: dict
+    open_paren: frozenset
+    close_paren: frozenset
+    indent: int
+    dedent: int
+    max_column: int
 
 
 class Parser:
@@ -26,22 +43,42 @@ class Parser:
     a large schema -- costs its full passes nothing; lists (always tracked, every item rescanned),
     frozensets and dataclass instances would stay tracked forever."""
 
-    def __init__(self, autos: list[RuleAutomaton], start_rule: int, ignore_terms):
+    def __init__(self, autos: list[RuleAutomaton], start_rule: int, ignore_terms, *, ignore_repeats: bool = False,
+                 lexed_as: dict[int, tuple[int, ...]] | None = None, symbol_of: dict[int, int] | None = None,
+                 indenter: "IndentIds | None" = None, max_stacks: int = MAX_STACKS, refuse_ambiguous: bool = False):
         self.autos = autos
+        # a configuration carries every reading (no graph-structured stack): nesting multiplies
+        # them (python.lark: 3x a bracket level).  ``refuse_ambiguous``: a lexeme after which
+        # there would be more than ``max_stacks`` is refused (Lark grammars) instead of raising
+        self.max_stacks = max_stacks
+        self.refuse_ambiguous = refuse_ambiguous
         self.start_rule = start_rule
+        # a grammar symbol lexed as several terminals (follow conditions, newline columns): the
+        # lexer sees the parts, the rules the symbol (both count as ignored when the symbol is)
+        self.lexed_as = lexed_as or {}
+        self.symbol_of = symbol_of or {}
+        ignore_terms = set(ignore_terms)
+        ignore_terms |= {self.symbol_of[t] for t in ignore_terms if t in self.symbol_of}
         self.ignore = tuple(sorted(ignore_terms))
         self.ignore_set = frozenset(self.ignore)
+        self.ignore_repeats = ignore_repeats
+        self.indenter = indenter
         # per configuration id: its stacks, whether the output may end, whether the last lexeme
-        # was ignored (whitespace), and the terminal ids a lexeme may be now (sorted)
+        # was ignored (whitespace), and the terminal ids a lexeme may be now (sorted); with an
+        # indenter, its context (bracket depth, indentation stack)
         self.stacks: dict[int, tuple] = {}
         self.can_end: dict[int, bool] = {}
         self.after_ignore: dict[int, bool] = {}
         self.allowed: dict[int, tuple[int, ...]] = {}
+        self.context: dict[int, tuple | None] = {}
+        self._base_end: dict[int, bool] = {}
         self._index: dict[tuple, int] = {}
         self._scan: dict[tuple, int] = {}
         self._closure: dict[tuple, tuple[tuple, bool]] = {}
         self._cost: dict[int, float] = {}
-        self.initial = self._intern(*self._close_all([((start_rule << FRAME_BITS) | 0,)]), False)
+        self._searched: dict[int, float] = {}
+        ctx = (0, (0,)) if indenter is not None else None
+        self.initial = self._intern(*self._close_all([((start_rule << FRAME_BITS) | 0,)]), False, ctx)
 
     @property
     def n_configs(self) -> int:
@@ -85,7 +122,7 @@ class Parser:
     def _close_all(self, stacks) -> tuple[tuple, bool]:
         if len(stacks) == 1:  # the usual case: one closure, already sorted
             res = self._closure_of(stacks[0])
-            if len(res[0]) > MAX_STACKS:
+            if len(res[0]) > self.max_stacks:
                 self._too_ambiguous()
             return res
         out: set = set()
@@ -94,33 +131,70 @@ class Parser:
             s, e = self._closure_of(st)
             out.update(s)
             can_end |= e
-            if len(out) > MAX_STACKS:
+            if len(out) > self.max_stacks:
                 self._too_ambiguous()
         return tuple(sorted(out)), can_end
 
-    @staticmethod
-    def _too_ambiguous():
+    def _too_ambiguous(self):
         raise GrammarError(
-            f"the grammar is too ambiguous here (over {MAX_STACKS} parse stacks); simplify anyOf/oneOf overlaps"
+            f"the grammar is too ambiguous here (over {self.max_stacks} parse stacks); simplify anyOf/oneOf overlaps"
         )
 
-    def _intern(self, stacks: tuple, can_end: bool, after_ignore: bool) -> int:
-        key = (stacks, can_end, after_ignore)
+    def _intern(self, stacks: tuple, can_end: bool, after_ignore: bool, ctx: tuple | None = None) -> int:
+        key = (stacks, can_end, after_ignore, ctx)
         cid = self._index.get(key)
         if cid is None:
             allowed = set()
             for st in stacks:
                 top = st[-1]
                 allowed.update(self.autos[top >> FRAME_BITS].terms[top & FRAME_MASK])
-            if not after_ignore and (allowed or can_end):
+            end = can_end
+            ind = self.indenter
+            if ind is not None:
+                if ctx[0] > 0:  # inside brackets the indenter drops newlines: lexed, then ignored
+                    allowed.add(ind.newline)
+                if len(ctx[1]) > 1:  # at the end, the indenter closes every open block
+                    end = self._ends_after_dedents(stacks, len(ctx[1]) - 1)
+                allowed.discard(ind.indent)
+                allowed.discard(ind.dedent)
+            if not after_ignore and (allowed or end):
                 allowed.update(self.ignore)
+            if self.lexed_as:
+                parts = set()
+                for t in allowed:
+                    parts.update(self.lexed_as.get(t, (t,)))
+                allowed = parts
             cid = len(self.stacks)
             self.stacks[cid] = stacks
-            self.can_end[cid] = can_end
+            self.can_end[cid] = end
+            self._base_end[cid] = can_end
             self.after_ignore[cid] = after_ignore
             self.allowed[cid] = tuple(sorted(allowed))
+            self.context[cid] = ctx
             self._index[key] = cid
         return cid
+
+    def _ends_after_dedents(self, stacks: tuple, n: int) -> bool:
+        """Whether the output may end once ``n`` dedents close the open blocks."""
+        for _ in range(n):
+            moved = self._move(stacks, (self.indenter.dedent,))
+            if not moved:
+                return False
+            stacks, can_end = self._close_all(moved)
+        return can_end
+
+    def _move(self, stacks: tuple, real: tuple) -> list:
+        """The stacks after a lexeme of any of ``real`` (grammar symbols)."""
+        moved = []
+        for st in stacks:
+            top = st[-1]
+            r, s = top >> FRAME_BITS, top & FRAME_MASK
+            edges, base = self.autos[r].term_next, s << TERM_SHIFT
+            for t in real:
+                nxt = edges.get(base | t)
+                if nxt is not None:
+                    moved.append(st[:-1] + ((r << FRAME_BITS) | nxt,))
+        return moved
 
     # -- queries ----------------------------------------------------------------
     def scan(self, cid: int, terms: tuple) -> int:
@@ -129,26 +203,77 @@ class Parser:
         hit = self._scan.get(key)
         if hit is not None:
             return hit
-        ignore = self.ignore_set
-        real = tuple(t for t in terms if t not in ignore) or terms
-        moved = []
-        for st in self.stacks[cid]:
-            top = st[-1]
-            r, s = top >> FRAME_BITS, top & FRAME_MASK
-            edges, base = self.autos[r].term_next, s << TERM_SHIFT
-            for t in real:
-                nxt = edges.get(base | t)
-                if nxt is not None:
-                    moved.append(st[:-1] + ((r << FRAME_BITS) | nxt,))
-        if moved:
-            stacks, can_end = self._close_all(moved)
-            res = self._intern(stacks, can_end, False)
-        elif not self.after_ignore[cid] and any(t in ignore for t in real):
-            res = self._intern(self.stacks[cid], self.can_end[cid], True)
-        else:
-            res = -1
+        try:
+            res = self._scan_new(cid, terms)
+        except GrammarError:
+            if not self.refuse_ambiguous:
+                raise
+            res = -1  # more readings than max_stacks: the lexeme is refused (documented bound)
         self._scan[key] = res
         return res
+
+    def _scan_new(self, cid: int, terms: tuple) -> int:
+        ignore = self.ignore_set
+        ctx = self.context[cid]
+        ind = self.indenter
+        column = None
+        if self.symbol_of:
+            sym = self.symbol_of
+            if ind is not None:
+                column = next((ind.columns[t] for t in terms if t in ind.columns), None)
+            terms = tuple(sorted({sym.get(t, t) for t in terms}))
+        if column is not None:
+            res = self._scan_newline(cid, ctx, column)
+            if res >= 0:
+                return res
+            terms = tuple(t for t in terms if t != ind.newline)
+            if not terms:
+                return -1
+        real = tuple(t for t in terms if t not in ignore) or terms
+        moved = self._move(self.stacks[cid], real)
+        if moved:
+            stacks, can_end = self._close_all(moved)
+            if ind is not None:
+                depth = ctx[0] + any(t in ind.open_paren for t in real) - any(t in ind.close_paren for t in real)
+                if depth < 0:
+                    return -1
+                ctx = (depth, ctx[1])
+            return self._intern(stacks, can_end, False, ctx)
+        if not self.after_ignore[cid] and any(t in ignore for t in real):
+            if self.ignore_repeats:
+                return cid
+            return self._intern(self.stacks[cid], self._base_end[cid], True, ctx)
+        return -1
+
+    def _scan_newline(self, cid: int, ctx: tuple, column: int) -> int:
+        """lark's ``Indenter.handle_NL``: inside brackets the newline is dropped; else it is
+        followed by one indent (a deeper column) or by the dedents back to an open column."""
+        ind = self.indenter
+        depth, levels = ctx
+        if depth > 0:
+            return cid
+        if column > ind.max_column:
+            return -1  # deeper than the indenter's bound (IndenterConfig.max_column)
+        moved = self._move(self.stacks[cid], (ind.newline,))
+        if not moved:
+            return -1
+        stacks, can_end = self._close_all(moved)
+        if column > levels[-1]:
+            moved = self._move(stacks, (ind.indent,))
+            if not moved:
+                return -1
+            stacks, can_end = self._close_all(moved)
+            levels = levels + (column,)
+        else:
+            while column < levels[-1]:
+                moved = self._move(stacks, (ind.dedent,))
+                if not moved:
+                    return -1
+                stacks, can_end = self._close_all(moved)
+                levels = levels[:-1]
+            if column != levels[-1]:
+                return -1  # lark's DedentError: a dedent to a column no open block has
+        return self._intern(stacks, can_end, False, (0, levels))
 
     def without_stacks(self, cid: int, drop) -> int:
         """The configuration without the stacks at indices ``drop`` (-1 if none is left): a check
@@ -156,7 +281,55 @@ class Parser:
         kept = tuple(st for i, st in enumerate(self.stacks[cid]) if i not in drop)
         if not kept:
             return -1
-        return self._intern(kept, self.can_end[cid], self.after_ignore[cid])
+        return self._intern(kept, self._base_end[cid], self.after_ignore[cid], self.context[cid])
+
+    def searched_cost(self, cid: int, lengths, limit: int = 300) -> float:
+        """Fewest bytes of lexemes that finish the output from ``cid``, by an A* search over
+        configurations (``lengths``: each lexed terminal's shortest lexeme; the rule costs of
+        :meth:`cost` are the heuristic, a lower bound).  For grammars whose configurations carry
+        an indenter context: the rule costs alone cannot know that a dedent back to column 4 needs
+        a newline of five bytes.  A lower bound if the search stops at ``limit`` configurations
+        (memoised per configuration)."""
+        memo = self._searched
+        hit = memo.get(cid)
+        if hit is not None:
+            return hit
+        best = {cid: 0.0}
+        heap = [(self.cost(cid), 0.0, cid)]
+        result, settled = float("inf"), 0
+        while heap:
+            f, d, c = heapq.heappop(heap)
+            if d > best[c]:
+                continue
+            if self.can_end[c]:
+                result = d
+                break
+            settled += 1
+            if settled > limit:
+                result = f
+                break
+            depth, levels = self.context[c]
+            columns = self.indenter.columns
+            for t in self.allowed[c]:
+                if t in self.ignore_set:
+                    continue
+                col = columns.get(t)
+                if col is not None and (depth or (col not in levels and col != levels[-1] + 1)):
+                    continue  # a newline dropped in brackets, or one deeper than needed
+                try:
+                    c2 = self.scan(c, (t,))
+                except GrammarError:  # a path too ambiguous to follow is never the shortest one needed
+                    continue
+                if c2 < 0 or c2 == c or len(self.stacks[c2]) > 64:
+                    continue
+                nd = d + lengths[t]
+                if nd < best.get(c2, float("inf")):
+                    best[c2] = nd
+                    heapq.heappush(heap, (nd + self.cost(c2), nd, c2))
+        if len(memo) > 100_000:
+            memo.clear()
+        memo[cid] = result
+        return result
 
     def cost(self, cid: int) -> float:
         """Min bytes of lexemes needed to finish from this configuration."""

@@ -515,6 +515,54 @@ def difference(a: DFA, b: DFA) -> DFA:
     return product(a, b, "diff")
 
 
+def after_ignored(ignored: list[DFA], dfa: DFA) -> DFA:
+    """Any run of lexemes of the ``ignored`` automata, then ``dfa`` (minimized), where each ignored
+    lexeme of the run is as long as it can be: it ends only before a byte that cannot extend it
+    (longest-match lexing, so ``// a /b/`` is one comment, never a comment and a regex)."""
+    nfa = NFA()
+    loop = nfa.new_state()
+    nfa.add_eps(nfa.start, loop)
+    parts = list(ignored) + [dfa]
+    bases = []
+    for p in parts:
+        base = len(nfa.eps)
+        nfa.eps.extend([] for _ in range(p.n_states))
+        src, lo, hi, dst = p.range_edges()
+        nfa.e_src.extend([base + x for x in src])
+        nfa.e_lo.extend(lo)
+        nfa.e_hi.extend(hi)
+        nfa.e_dst.extend([base + x for x in dst])
+        nfa.add_eps(loop, base + p.start)
+        bases.append(base)
+    for s in dfa.accepting_states():
+        nfa.add_eps(bases[-1] + s, nfa.final)
+    # an ignored lexeme ends at an accepting state, and only before a byte that cannot extend it:
+    # the next lexeme's first step, restricted to those bytes
+    first_steps = []
+    for p, base in zip(parts, bases):
+        src, lo, hi, dst = p.range_edges()
+        first_steps.extend((l, h, base + d) for x, l, h, d in zip(src, lo, hi, dst) if x == p.start)
+    for p, base in zip(ignored, bases):
+        for s in p.accepting_states():
+            ends = np.nonzero(p.trans[s][p.classmap] < 0)[0]  # bytes that cannot extend the lexeme
+            if not len(ends):
+                continue
+            free = np.zeros(256, dtype=bool)
+            free[ends] = True
+            for l, h, d in first_steps:
+                b = l
+                while b <= h:
+                    if free[b]:
+                        e = b
+                        while e + 1 <= h and free[e + 1]:
+                            e += 1
+                        nfa.add_range(base + s, b, e, d)
+                        b = e + 1
+                    else:
+                        b += 1
+    return minimize(determinize(nfa))
+
+
 def concat_dfas(parts: list[DFA]) -> DFA:
     nfa = NFA()
     cur = nfa.start

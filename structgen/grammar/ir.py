@@ -7,8 +7,9 @@ left recursion; the engine turns each body into a small symbol automaton.
 """
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass, field
-from typing import Hashable, Union
+from typing import Any, Hashable, Union
 
 from .fsa import DFA
 
@@ -131,14 +132,35 @@ def opt(item: Expr) -> Expr:
     return Repeat(item, 0, 1)
 
 
+@dataclass(frozen=True)
+class FollowCondition:
+    """What may come right after a lexeme that ends in a given DFA state (a lookahead at a
+    terminal's end): ``next_bytes``, the bytes allowed next; ``at_end``, whether the output may end
+    there."""
+
+    next_bytes: frozenset
+    at_end: bool
+
+
 @dataclass
 class Terminal:
-    """A lexeme: its byte language as a DFA.  ``ignore`` lexemes (Lark's
-    ``%ignore``) may appear between any two lexemes, never twice in a row."""
+    """A lexeme: its byte language as a DFA.  ``ignore`` lexemes (Lark's ``%ignore``) may appear
+    between any two lexemes (never twice in a row unless ``GrammarIR.ignore_repeats``).
+
+    ``lexeme_of``: this terminal is one part of the grammar symbol named there (the rules use that
+    name): a terminal whose accepting states carry different follow conditions, or a newline
+    terminal split by the indentation column its lexeme ends at, is lexed as several parts.
+    ``follow``: the condition every lexeme of this part must meet (None: none).  ``column``: the
+    indentation column of a newline part.  ``lexable=False``: a ``%declare``d terminal, fed by a
+    post-lexer (the indenter), never lexed."""
 
     name: str
     dfa: DFA
     ignore: bool = False
+    lexeme_of: str | None = None
+    follow: FollowCondition | None = None
+    column: int | None = None
+    lexable: bool = True
 
 
 @dataclass(frozen=True)
@@ -212,7 +234,69 @@ class GrammarIR:
     source: str = ""
     checks: list[Check] = field(default_factory=list)
     key_families: dict[str, set[str]] = field(default_factory=dict)
+    #: Lark's semantics: ignored lexemes may follow each other (JSON Schema's bounded whitespace
+    #: may not, or a bound would mean nothing)
+    ignore_repeats: bool = False
+    #: a post-lexer that turns newline lexemes into indent / dedent symbols (structgen.grammar.indenter)
+    indenter: "Any" = None
 
     def add_terminal(self, name: str, dfa: DFA, *, ignore: bool = False) -> Sym:
         self.terminals[name] = Terminal(name, dfa, ignore)
         return Sym(name)
+
+    def embed(self, other: "GrammarIR", prefix: str) -> str:
+        """Copy ``other``'s rules, terminals, checks and key families into this IR, every name
+        prefixed with ``prefix``, and return the name of the rule that derives ``other``'s language
+        (its start rule, renamed).  ``other`` is not modified; its automata are shared.
+
+        ``other``'s ignored terminals (Lark's ``%ignore``) are not ignored in this IR -- they would
+        then apply between this IR's own lexemes too: they are written out before each of
+        ``other``'s terminals and once at its end (at most one in a row unless
+        ``other.ignore_repeats``), which is the language they gave ``other``.  A grammar with an
+        indenter cannot be embedded (``ValueError``), nor one whose renamed names are taken."""
+        if other.indenter is not None:
+            raise ValueError("a grammar with an indenter cannot be embedded in another")
+        new = {n: prefix + n for n in (*other.rules, *other.terminals)}
+        taken = [n for n in new.values() if n in self.rules or n in self.terminals]
+        if taken:
+            raise ValueError(f"names {taken[:3]} are taken already (choose another prefix)")
+        ignored = [n for n, t in other.terminals.items() if t.ignore and t.lexeme_of is None]
+        gap = None
+        if ignored:
+            gap = Repeat(alt(*[Sym(new[n]) for n in ignored]), 0, None if other.ignore_repeats else 1)
+        symbols = {n for n, t in other.terminals.items() if t.lexeme_of is None}
+
+        def rename(e: Expr) -> Expr:
+            if isinstance(e, Sym):
+                s = Sym(new.get(e.name, e.name))
+                return seq(gap, s) if gap is not None and e.name in symbols else s
+            if isinstance(e, Seq):
+                return Seq(tuple(rename(i) for i in e.items))
+            if isinstance(e, Alt):
+                return Alt(tuple(rename(i) for i in e.items))
+            if isinstance(e, Repeat):
+                return Repeat(rename(e.item), e.lo, e.hi)
+            if isinstance(e, Graph):
+                return Graph(e.n_states, tuple((a, None if x is None else rename(x), b) for a, x, b in e.edges),
+                             e.start, e.finals)
+            raise TypeError(f"unknown expression node {type(e).__name__}")
+
+        for n, body in other.rules.items():
+            self.rules[new[n]] = rename(body)
+        for n, t in other.terminals.items():
+            self.terminals[new[n]] = Terminal(new[n], t.dfa, t.ignore and gap is None,
+                                              None if t.lexeme_of is None else new[t.lexeme_of], t.follow, t.column,
+                                              t.lexable)
+        for c in other.checks:
+            c2 = copy.copy(c)
+            c2.rule = new[c.rule]
+            self.checks.append(c2)
+        for d, keys in other.key_families.items():
+            self.key_families[new[d]] = {new[k] for k in keys}
+        if gap is None:
+            return new[other.start]
+        top = prefix + "__embedded"
+        if top in self.rules or top in self.terminals:
+            raise ValueError(f"name {top!r} is taken already (choose another prefix)")
+        self.rules[top] = seq(Sym(new[other.start]), gap)
+        return top

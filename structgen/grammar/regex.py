@@ -3,8 +3,9 @@
 Python's own parser (``re._parser``) gives the syntax tree, so error positions
 and escapes match what users already know; we then build a Thompson NFA whose
 character edges are encoded per character (UTF-8, or JSON string escapes) and
-determinize it.  Constructs a DFA cannot express exactly (backreferences,
-lookaround, word boundaries) raise ``UnsupportedFeature`` instead of being
+determinize it.  Patterns with lookarounds take the exact construction of
+:mod:`structgen.grammar.lookaround`.  Constructs a DFA cannot express exactly
+(backreferences, word boundaries) raise ``UnsupportedFeature`` instead of being
 approximated.
 """
 from __future__ import annotations
@@ -167,21 +168,7 @@ def has_anchor(pattern: str, flags: int = 0) -> bool:
     """Whether ``pattern`` contains ``^``, ``$``, ``\\A`` or ``\\Z`` anywhere (for front ends in which an
     anchor means more than "the whole token": in a Lark terminal it ties the terminal to the start or
     end of the whole input)."""
-    def walk(items) -> bool:
-        for op, arg in items:
-            if op is C.AT and arg in _ANCHORS:
-                return True
-            if op is C.BRANCH and any(walk(alt) for alt in arg[1]):
-                return True
-            if op is C.SUBPATTERN and walk(arg[3]):
-                return True
-            if op in (C.MAX_REPEAT, C.MIN_REPEAT, getattr(C, "POSSESSIVE_REPEAT", None)) and walk(arg[2]):
-                return True
-            if op in (C.ASSERT, C.ASSERT_NOT) and walk(arg[1]):
-                return True
-        return False
-
-    return walk(parse(pattern, flags))
+    return any_node(parse(pattern, flags), lambda op, arg: op is C.AT and arg in _ANCHORS)
 
 
 def _split_anchors(items: list) -> tuple[bool, list, bool]:
@@ -213,19 +200,11 @@ def _top_alternatives(tree) -> list[list]:
     return alts
 
 
-def build_nfa(pattern: str, *, encoder=cc.UTF8, search: bool = False, flags: int = 0,
-              nfa: NFA | None = None, a: int | None = None, b: int | None = None) -> NFA:
-    """Add ``pattern`` between states ``a`` and ``b`` of ``nfa`` (new NFA by default).
-
-    ``search=True`` gives JSON Schema ``pattern`` semantics: the pattern may
-    match anywhere unless anchored with ``^`` / ``$``.
-    """
-    tree = parse(pattern, flags)
-    nfa = nfa or NFA()
-    a = nfa.start if a is None else a
-    b = nfa.final if b is None else b
+def add_alternatives(nfa: NFA, builder, tree, a: int, b: int, search: bool) -> list[int]:
+    """Add the pattern's top-level alternatives between ``a`` and ``b`` (``search``: unanchored
+    sides may have any characters); returns the states after which any characters may follow."""
     gflags = tree.state.flags
-    builder = _Builder(nfa, encoder, pattern)
+    open_ends = []
     for alt in _top_alternatives(tree):
         start, body, end = _split_anchors(alt)
         cur = a
@@ -238,11 +217,46 @@ def build_nfa(pattern: str, *, encoder=cc.UTF8, search: bool = False, flags: int
         builder.seq(body, cur, mid, gflags)
         if search and not end:
             builder.chars(mid, _ANY, mid)
-            if b == nfa.final:
-                # "matched; any characters may follow": every string of whole characters is
-                # accepted from here (and any subset holding it has no other language)
-                nfa.universal.append(mid)
+            open_ends.append(mid)
         nfa.add_eps(mid, b)
+    return open_ends
+
+
+def any_node(tree, pred, *, into_lookarounds: bool = True) -> bool:
+    """Whether ``pred(op, arg)`` holds for a node anywhere in a parse tree (through groups,
+    alternations, repetitions and, unless told not to, lookaround bodies)."""
+    for op, av in tree:
+        if pred(op, av):
+            return True
+        if op is C.BRANCH and any(any_node(alt, pred, into_lookarounds=into_lookarounds) for alt in av[1]):
+            return True
+        if op is C.SUBPATTERN and any_node(av[3], pred, into_lookarounds=into_lookarounds):
+            return True
+        if op in (C.MAX_REPEAT, C.MIN_REPEAT, getattr(C, "POSSESSIVE_REPEAT", None)) \
+                and any_node(av[2], pred, into_lookarounds=into_lookarounds):
+            return True
+        if into_lookarounds and op in (C.ASSERT, C.ASSERT_NOT) and any_node(av[1], pred):
+            return True
+    return False
+
+
+def build_nfa(pattern: str, *, encoder=cc.UTF8, search: bool = False, flags: int = 0,
+              nfa: NFA | None = None, a: int | None = None, b: int | None = None) -> NFA:
+    """Add ``pattern`` between states ``a`` and ``b`` of ``nfa`` (new NFA by default).
+
+    ``search=True`` gives JSON Schema ``pattern`` semantics: the pattern may
+    match anywhere unless anchored with ``^`` / ``$``.
+    """
+    tree = parse(pattern, flags)
+    nfa = nfa or NFA()
+    a = nfa.start if a is None else a
+    b = nfa.final if b is None else b
+    builder = _Builder(nfa, encoder, pattern)
+    for mid in add_alternatives(nfa, builder, tree, a, b, search):
+        if b == nfa.final:
+            # "matched; any characters may follow": every string of whole characters is
+            # accepted from here (and any subset holding it has no other language)
+            nfa.universal.append(mid)
     return nfa
 
 
@@ -308,9 +322,14 @@ def _compile_cached(pattern: str, search: bool, json_string: bool, flags: int) -
         return cached
     enc = cc.JSON_STRING if json_string else cc.UTF8
     t0 = time.perf_counter()
-    dfa = counted_class_dfa(pattern, encoder=enc, search=search, flags=flags)
-    if dfa is None:
-        dfa = determinize(build_nfa(pattern, encoder=enc, search=search, flags=flags))
+    from . import lookaround
+
+    if lookaround.has_lookaround(parse(pattern, flags)):
+        dfa = lookaround.compile_lookaround(pattern, encoder=enc, search=search, flags=flags)
+    else:
+        dfa = counted_class_dfa(pattern, encoder=enc, search=search, flags=flags)
+        if dfa is None:
+            dfa = determinize(build_nfa(pattern, encoder=enc, search=search, flags=flags))
     if time.perf_counter() - t0 < DISK_CACHE_MIN_SECONDS:
         return dfa  # rebuilding is cheaper than a file: only slow automata are worth saving
     buf = io.BytesIO()
@@ -321,7 +340,7 @@ def _compile_cached(pattern: str, search: bool, json_string: bool, flags: int) -
 
 #: The modules whose code decides what a cached DFA is: a change to any of them retires old entries.
 _DFA_BUILDERS = ("structgen.grammar.regex", "structgen.grammar.fsa", "structgen.grammar.fsa_kernels",
-                 "structgen.grammar.charclass")
+                 "structgen.grammar.charclass", "structgen.grammar.lookaround")
 
 
 def _load_dfa(path) -> DFA | None:
@@ -375,6 +394,15 @@ def _detached(e: Exception) -> Exception:
     out.__dict__.update(e.__dict__)
     out.args = e.args
     return out
+
+
+def compile_terminal(pattern: str, flags: int = 0):
+    """A Lark terminal: ``structgen.grammar.lookaround.Terminal`` (lexeme DFA and the conditions a
+    lookahead at its end puts on the next byte; lazy quantifiers as the shortest match).  See
+    :mod:`structgen.grammar.lookaround`."""
+    from .lookaround import compile_terminal as _compile_terminal
+
+    return _compile_terminal(pattern, flags)
 
 
 def literal_pattern(text: str) -> str:

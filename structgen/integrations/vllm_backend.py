@@ -6,9 +6,11 @@ row, feeds it the sampled tokens (``accept_tokens``), and with speculative decod
 (``validate_tokens``) and takes tokens back (``rollback``).  A False from ``accept_tokens`` ends
 the request with an error, which structgen's exact masks never cause.
 
-Served here: JSON (a schema), JSON_OBJECT, REGEX, CHOICE and GRAMMAR in Lark syntax.
-STRUCTURAL_TAG requests and GRAMMAR requests in EBNF/GBNF syntax go to vLLM's own XGrammar
-backend, built beside this one on first need (vLLM keeps one backend per engine).  This module
+Served here: JSON (a schema), JSON_OBJECT, REGEX, CHOICE, GRAMMAR in Lark syntax and
+STRUCTURAL_TAG (XGrammar's format, new and legacy, through ``compile_structural_tag``; a shape
+structgen does not support fails the request with an error naming the spec's JSON path).
+GRAMMAR requests in EBNF/GBNF syntax go to vLLM's own XGrammar backend, built beside this one on
+first need (vLLM keeps one backend per engine).  This module
 imports vLLM; :mod:`structgen.integrations.vllm_plugin` installs it.
 """
 from __future__ import annotations
@@ -46,8 +48,7 @@ def choice_pattern(choices: list[str]) -> str:
 
 def delegated(request_type: StructuredOutputOptions, spec: str) -> bool:
     """True for the requests structgen hands to vLLM's XGrammar backend."""
-    return request_type == StructuredOutputOptions.STRUCTURAL_TAG or (
-        request_type == StructuredOutputOptions.GRAMMAR and not grammar_is_likely_lark(spec))
+    return request_type == StructuredOutputOptions.GRAMMAR and not grammar_is_likely_lark(spec)
 
 
 @dataclass
@@ -100,6 +101,8 @@ def compile_request(compiler: GrammarCompiler, request_type: StructuredOutputOpt
         return compiler.compile_regex(choice_pattern(json.loads(spec)))
     if request_type == StructuredOutputOptions.GRAMMAR:
         return compiler.compile_lark(spec)
+    if request_type == StructuredOutputOptions.STRUCTURAL_TAG:
+        return compiler.compile_structural_tag(spec, whitespace=JSON_WHITESPACE)
     raise ValueError(f"structgen does not serve {request_type.name} requests")
 
 

@@ -150,6 +150,10 @@ def check_constraint(kind: Any, spec: str) -> None:
         compile_regex(choice_pattern(choices))
     elif kind == Opt.GRAMMAR:
         lark_to_ir(spec)
+    elif kind == Opt.STRUCTURAL_TAG:
+        from ..grammar.structural_tag import StructuralTagOptions, structural_tag_to_ir
+
+        structural_tag_to_ir(spec, StructuralTagOptions(whitespace=JSON_WHITESPACE))
 
 
 def _wrap_backend_selection() -> None:

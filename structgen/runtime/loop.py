@@ -92,6 +92,8 @@ class GenerationResult:
     log_weight: float = 0.0
     forward_passes: int = 0
     extra: dict[str, Any] = field(default_factory=dict)
+    #: ``generate_json(reasoning=True)``: the thinking text before the JSON (``text`` is the JSON alone)
+    reasoning: str | None = None
 
 
 class Decoding:

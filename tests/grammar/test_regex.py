@@ -73,7 +73,7 @@ def test_invalid_regex_names_position():
 
 
 def test_unsupported_constructs_are_refused():
-    for p in [r"(a)\1", r"a(?=b)", r"\bword", r"a(?!b)"]:
+    for p in [r"(a)\1", r"(?>ab)", r"\bword", r"a++", r"(?=(a))\1", r"(?<=a(?=b))"]:
         with pytest.raises(UnsupportedFeature):
             compile_regex(p)
 

@@ -80,3 +80,15 @@ def test_langchain_chain(tiny_model):
 def test_examples_take_a_model_option():
     for name in ("extract_pydantic", "function_call", "regex_answer", "sql_query", "langchain_chain"):
         assert '"--model"' in (EXAMPLES / f"{name}.py").read_text()
+
+
+def test_structural_tag_tool_calls(tiny_model):
+    ex = _load("structural_tag_tool_calls")
+    out, value, result = ex.main(tiny_model, max_tokens=90)
+    assert out.segments and out.text.startswith("<tool_call>")  # at_least_one: the output opens with a call
+    for seg in out.segments:
+        name = seg.begin.split('"name": "')[1].split('"')[0]
+        import jsonschema
+
+        jsonschema.validate(seg.value, ex.TOOLS[name])
+    assert isinstance(value["answer"], int) and isinstance(result.reasoning, str)
