@@ -2,10 +2,11 @@
 
 The spec is XGrammar's structural-tag format (what vLLM's STRUCTURAL_TAG requests carry): free
 text until the trigger ``<tool_call>``, then one of the tools' tags up to ``</tool_call>``.
-Run: ``python examples/structural_tag_tool_calls.py`` inside the project's virtualenv.
+Run: ``python examples/structural_tag_tool_calls.py [--model PATH]``.
 """
 from __future__ import annotations
 
+import argparse
 import json
 import os
 
@@ -34,7 +35,7 @@ def tool_call_spec(tools: dict, *, at_least_one: bool = True) -> dict:
 
 def main(model=None, max_tokens: int = 100):
     """Prose with tool calls, then "think first, then the JSON"; returns both outputs."""
-    model = model or load_model()
+    model = model if hasattr(model, "hf_model") else load_model(model)
     system = ("You can call tools by writing <tool_call>{\"name\": ..., \"arguments\": {...}}</tool_call>. "
               "Tools: " + json.dumps(TOOLS))
     out = generate_structural_tag(model, tool_call_spec(TOOLS), "What is the weather in Paris?", system=system,
@@ -53,4 +54,7 @@ def main(model=None, max_tokens: int = 100):
 
 
 if __name__ == "__main__":
-    main()
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--model", default=None,
+                    help="transformers model folder, hub id or .gguf (default: the embedded SmolLM2-135M-Instruct)")
+    main(ap.parse_args().model)

@@ -75,7 +75,7 @@ def read_segments(spec: Any, text: str, *, validate: bool = True) -> list[TagSeg
         found = None
         for i, t in enumerate(tags):
             j = text.find(t["begin"], pos)
-            if j >= 0 and (found is None or j < found[0] or (j == found[0] and len(t["begin"]) > len(found[1]["begin"]))):
+            if j >= 0 and (found is None or (j, -len(t["begin"])) < (found[0], -len(found[1]["begin"]))):
                 found = (j, t, i)
         if found is None:
             break

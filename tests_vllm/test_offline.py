@@ -124,17 +124,31 @@ def test_schemas_needing_value_checks_never_end_a_request_with_an_error(llm):
                 jsonschema.validate(json.loads(o.text), schema)
 
 
-def test_structural_tags_go_to_xgrammar(llm):
-    """Delegated: XGrammar's own semantics (it ignores uniqueItems, so the schema here has none)."""
+def test_structural_tags_served_by_structgen(llm, monkeypatch):
+    """STRUCTURAL_TAG requests compile with structgen (XGrammar's semantics: at_least_one opens the
+    output with a tag); the legacy format too; an unsupported shape is refused with its JSON path."""
     from vllm.sampling_params import StructuredOutputsParams
 
+    from structgen.integrations import vllm_backend
+
+    served = []
+    original = vllm_backend.compile_request
+    monkeypatch.setattr(vllm_backend, "compile_request", lambda *a: served.append(a[1].name) or original(*a))
     user = {"type": "object", "properties": {"name": {"type": "string", "maxLength": 12}}, "required": ["name"],
             "additionalProperties": False}
     tag = {"type": "structural_tag", "format": {"type": "triggered_tags", "triggers": ["<f>"],
            "tags": [{"begin": "<f>", "content": {"type": "json_schema", "json_schema": user}, "end": "</f>"}],
            "at_least_one": True, "stop_after_first": True}}
-    out = _run(llm, ["Call f with a user:"], StructuredOutputsParams(structural_tag=json.dumps(tag)), max_tokens=160)[0]
-    assert out.finish_reason in ("stop", "length") and out.text.startswith("<f>{"), (out.finish_reason, out.text)
-    if out.finish_reason == "stop":  # XGrammar allows unbounded blank lines, which SmolLM2 may fill
-        body = out.text[out.text.index("<f>") + 3:out.text.index("</f>")]
-        jsonschema.validate(json.loads(body), user)
+    legacy = {"structures": [{"begin": "<f>", "schema": user, "end": "</f>"}], "triggers": ["<f>"]}
+    for spec in (tag, legacy):
+        out = _run(llm, ["Call f with a user:"], StructuredOutputsParams(structural_tag=json.dumps(spec)),
+                   max_tokens=160)[0]
+        assert out.finish_reason in ("stop", "length"), (out.finish_reason, out.text)
+        assert spec is legacy or out.text.startswith("<f>{"), out.text
+        for body in re.findall(r"<f>(.*?)</f>", out.text, re.S):
+            jsonschema.validate(json.loads(body), user)
+    assert served == ["STRUCTURAL_TAG", "STRUCTURAL_TAG"]
+    bad = {"type": "structural_tag", "format": {"type": "tag", "begin": "<f>", "end": "</f>",
+                                                "content": {"type": "token", "token": 1}}}
+    with pytest.raises(Exception, match="/format/content/type"):
+        _run(llm, ["x"], StructuredOutputsParams(structural_tag=json.dumps(bad)), max_tokens=8)

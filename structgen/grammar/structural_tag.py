@@ -21,6 +21,13 @@ an alternative in the rules, terminals never match the empty string).  A length 
 that one ``F·t`` lexeme could be extended into another, longest-match reading would differ from the
 language, and the spec is refused (``GrammarError``).
 
+**Semantics** follow XGrammar's where the lexer allows: ``at_least_one`` makes the output open with
+a tag (structgen's ``"text_before_first": true`` lets free text come first), ``stop_after_first``
+ends the format after the first tag.  Two differences, both from reading the longest match: free
+text and regex contents stop at the *first* occurrence of what follows them, and an ``or`` with an
+alternative that begins with free text is refused.  ``any_text`` / ``triggered_tags`` /
+``dispatch`` must be followed by a constant, a tag or the end of the output (or be a tag's content).
+
 **Contents.**  A JSON Schema or Lark content is compiled by its own front end and embedded under a
 unique prefix (:meth:`GrammarIR.embed`); a regex content, like free text, is merged with the string
 that ends it (it stops at that string's first occurrence).  A JSON Schema needing checks at value
@@ -192,8 +199,7 @@ def _last(e: Expr, nullable: set) -> set[str]:
     return set()
 
 
-def _last_terminals(ir: GrammarIR, rule: str) -> set[str]:
-    """The terminals whose lexeme can end a string of ``rule`` (parts of split terminals included)."""
+def _nullable_rules(ir: GrammarIR) -> set[str]:
     nullable: set[str] = set()
     changed = True
     while changed:
@@ -202,6 +208,12 @@ def _last_terminals(ir: GrammarIR, rule: str) -> set[str]:
             if n not in nullable and _nullable(body, nullable):
                 nullable.add(n)
                 changed = True
+    return nullable
+
+
+def _last_terminals(ir: GrammarIR, rule: str) -> set[str]:
+    """The terminals whose lexeme can end a string of ``rule`` (parts of split terminals included)."""
+    nullable = _nullable_rules(ir)
     out: set[str] = set()
     seen: set[str] = set()
     todo = [rule]
@@ -541,7 +553,7 @@ class _Builder:
             raise GrammarError(f"{path}/grammar: {e}{hint}") from None
         start = self.embed(ir, ("lark", text))
         self.check_last(start, k, path)
-        return _Piece(seq(Sym(start), k.expr), None, _nullable(Sym(start), set()) and k.empty)
+        return _Piece(seq(Sym(start), k.expr), None, start in _nullable_rules(self.ir) and k.empty)
 
     def f_regex(self, node, path, k):
         from .regex import compile_regex
