@@ -68,3 +68,17 @@ def finish_shortest(matcher, max_steps: int = 200) -> bool:
             return False
         matcher.accept_token(best[1])
     return matcher.is_accepting()
+
+
+def tokenize_randomly(data: bytes, vocab: dict[bytes, int], rng: random.Random) -> list[int] | None:
+    """A random segmentation of ``data`` into vocabulary tokens (not the canonical one)."""
+    out = []
+    i = 0
+    while i < len(data):
+        options = [j for j in range(i + 1, min(len(data), i + 12) + 1) if data[i:j] in vocab]
+        if not options:
+            return None
+        j = rng.choice(options)
+        out.append(vocab[data[i:j]])
+        i = j
+    return out

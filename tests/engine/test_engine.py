@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from lark import Lark
 
-from engine_helpers import brute_force_mask, finish_shortest, mask_set, random_walk
+from engine_helpers import brute_force_mask, finish_shortest, mask_set, random_walk, tokenize_randomly
 from structgen.compiler import GrammarCompiler
 from structgen.engine.matcher import Matcher
 from structgen.runtime.masks import allocate_token_bitmask
@@ -22,20 +22,6 @@ GRAMMARS = Path(__file__).resolve().parents[2] / "grammars"
 @pytest.fixture(scope="module")
 def smol_compiler(smol_info):
     return GrammarCompiler(smol_info)
-
-
-def _tokenize_randomly(data: bytes, vocab: dict[bytes, int], rng: random.Random) -> list[int] | None:
-    """A random segmentation of ``data`` into vocabulary tokens (not the canonical one)."""
-    out = []
-    i = 0
-    while i < len(data):
-        options = [j for j in range(i + 1, min(len(data), i + 12) + 1) if data[i:j] in vocab]
-        if not options:
-            return None
-        j = rng.choice(options)
-        out.append(vocab[data[i:j]])
-        i = j
-    return out
 
 
 def _check_states(matcher, rng, n_walks=4, steps=12):
@@ -135,7 +121,7 @@ def test_strings_accepted_under_any_tokenization(smol_compiler, smol_info, smol_
     rng = random.Random(2)
     for s in LANG[grammar]:
         canonical = smol_hf_tokenizer.encode(s, add_special_tokens=False)
-        for ids in [canonical] + [_tokenize_randomly(s.encode(), vocab, rng) for _ in range(3)]:
+        for ids in [canonical] + [tokenize_randomly(s.encode(), vocab, rng) for _ in range(3)]:
             m.reset()
             assert all(m.accept_token(t) for t in ids), (s, ids)
             assert m.is_accepting()

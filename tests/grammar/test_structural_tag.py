@@ -8,6 +8,7 @@ import random
 
 import numpy as np
 import pytest
+from engine_helpers import tokenize_randomly
 
 from structgen.compiler import GrammarCompiler
 from structgen.engine.matcher import Matcher
@@ -123,18 +124,6 @@ def test_json_text_spec_and_cache(compiler):
     assert accepts(g, 'x <tool_call>{"name": "get_weather", "arguments": { "city" : "Paris" }}</tool_call>')
 
 
-def _tokenize_randomly(data: bytes, vocab: dict[bytes, int], rng: random.Random) -> list[int] | None:
-    out, i = [], 0
-    while i < len(data):
-        options = [j for j in range(i + 1, min(len(data), i + 12) + 1) if data[i:j] in vocab]
-        if not options:
-            return None
-        j = rng.choice(options)
-        out.append(vocab[data[i:j]])
-        i = j
-    return out
-
-
 def test_accepted_under_any_tokenization(compiler, smol_info):
     """Tokens that straddle the trigger and the free text (``" <tool_call>{"`` ...) are taken."""
     g = compiler.compile_structural_tag(TOOLS, whitespace="compact")
@@ -142,7 +131,7 @@ def test_accepted_under_any_tokenization(compiler, smol_info):
     rng = random.Random(0)
     for text in [f"Let me check. {W} Done.", f"{W}{T}", "a <tool and <tool_cal"]:
         for _ in range(5):
-            ids = _tokenize_randomly(text.encode(), vocab, rng)
+            ids = tokenize_randomly(text.encode(), vocab, rng)
             m = Matcher(g)
             assert all(m.accept_token(t) for t in ids) and m.is_accepting(), text
 
