@@ -246,10 +246,11 @@ def _add_bench(sub: argparse._SubParsersAction) -> None:
 
     add_bench_decog(bench_sub)
     from .cli_kg import add_bench_kgqa
-    from .cli_vllm import add_bench_batch_masks, add_bench_vllm
+    from .cli_vllm import add_bench_batch_masks, add_bench_gpu_masks, add_bench_vllm
 
     add_bench_vllm(bench_sub)
     add_bench_batch_masks(bench_sub)
+    add_bench_gpu_masks(bench_sub)
 
     add_bench_kgqa(bench_sub)
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-__all__ = ["add_bench_vllm", "add_bench_batch_masks"]
+__all__ = ["add_bench_vllm", "add_bench_batch_masks", "add_bench_gpu_masks"]
 
 
 def add_bench_batch_masks(bench_sub: argparse._SubParsersAction) -> None:
@@ -22,6 +22,25 @@ def _run_batch_masks(args) -> int:
 
     run_batch_masks_bench(rows=args.rows, threads=[int(t) for t in args.threads.split(",")], repeats=args.repeats,
                           seed=args.seed)
+    return 0
+
+
+def add_bench_gpu_masks(bench_sub: argparse._SubParsersAction) -> None:
+    p = bench_sub.add_parser("gpu-masks", help="bitmask application on a CUDA GPU: structgen's kernels against XGrammar's",
+                             formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    p.add_argument("--batches", default="1,64,512,4096")
+    p.add_argument("--vocab", type=int, default=128_000)
+    p.add_argument("--dtypes", default="float32,bfloat16")
+    p.add_argument("--density", type=float, default=0.5, help="share of tokens allowed in the random masks")
+    p.add_argument("--reps", type=int, default=100)
+    p.set_defaults(func=_run_gpu_masks)
+
+
+def _run_gpu_masks(args) -> int:
+    from .bench.gpu_masks import run_gpu_masks_bench
+
+    run_gpu_masks_bench(batches=tuple(int(b) for b in args.batches.split(",")), vocab=args.vocab,
+                        dtypes=tuple(args.dtypes.split(",")), density=args.density, reps=args.reps)
     return 0
 
 
