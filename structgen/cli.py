@@ -373,8 +373,8 @@ def _add_bench_grammar(bench_sub) -> None:
                                          "valid JSON documents (default), 'python' (lark's python.lark with its "
                                          "indenter over Python files lark parses) or 'lark' (lark.lark over .lark "
                                          "files); llguidance runs the same grammar in the same process.")
-    p.add_argument("--grammar", default=str(Path(__file__).resolve().parents[1] / "grammars" / "json.lark"),
-                   help="a .lark file, or a corpus: python, lark")
+    p.add_argument("--grammar", default="json",
+                   help="json (the shipped grammars/json.lark), a .lark file, or a corpus: python, lark")
     p.add_argument("--tokenizer", default="deepseek")
     p.add_argument("--docs", type=int, default=200, help="number of texts (default 200)")
     p.add_argument("--seed", type=int, default=0)
@@ -440,7 +440,7 @@ def _add_bench_test_suite(bench_sub) -> None:
 
 
 def _run_bench_test_suite(args) -> int:
-    from .bench.schema_suite import DEFAULT_SUITE, run_test_suite
+    from .bench.schema_suite import run_test_suite
     from .compiler import GrammarCompiler
     from .tokenizer import load_tokenizer_info
 
@@ -448,7 +448,7 @@ def _run_bench_test_suite(args) -> int:
         return _run_test_suite_engines(args)
 
     comp = GrammarCompiler(load_tokenizer_info(args.tokenizer))
-    report = run_test_suite(comp, args.suite or DEFAULT_SUITE, progress=True)
+    report = run_test_suite(comp, args.suite, progress=True)
     table = report.table()
     print(table)
     if args.out:
@@ -462,10 +462,10 @@ def _run_bench_test_suite(args) -> int:
 def _run_test_suite_engines(args) -> int:
     """The suite through every engine's MaskBench adapter: same tokenizer, same protocol."""
     from .bench.maskbench import MaskBenchConfig, run_maskbench
-    from .bench.schema_suite import DEFAULT_SUITE, engines_table, suite_records
+    from .bench.schema_suite import engines_table, suite_records
 
     engines = [e.strip() for e in args.engines.split(",") if e.strip()]
-    cfg = MaskBenchConfig(records=suite_records(args.suite or DEFAULT_SUITE), tokenizer=args.tokenizer,
+    cfg = MaskBenchConfig(records=suite_records(args.suite), tokenizer=args.tokenizer,
                           engines=engines, output=args.output, timeout=60.0, plot=False,
                           command="structgen bench test-suite --engines " + args.engines)
     res = run_maskbench(cfg, echo=lambda s: print(s, file=sys.stderr))
@@ -484,9 +484,11 @@ def _add_generate(sub) -> None:
     g = p.add_mutually_exclusive_group(required=True)
     g.add_argument("--schema", help="JSON Schema file (or inline JSON)")
     g.add_argument("--regex", help="regular expression the whole output must match")
-    g.add_argument("--grammar", help="Lark grammar file (.lark)")
+    g.add_argument("--grammar", help="Lark grammar file (.lark), or a shipped grammar's name: json, sql, sparql, "
+                                     "arithmetic, python (lark's, with its indenter), lark")
     p.add_argument("prompt", help="the user's request")
-    p.add_argument("--start", default="start", help="with --grammar: the start rule (default start)")
+    p.add_argument("--start", default=None, help="with --grammar: the start rule (default start, or the shipped "
+                                                 "grammar's)")
     p.add_argument("--indenter", default=None, choices=["python"],
                    help="with --grammar: lark's PythonIndenter post-lexer (e.g. lark's python.lark, --start file_input)")
     p.add_argument("--model", default=None, help="model folder, .gguf file or transformers id (default: SmolLM2)")
@@ -494,6 +496,8 @@ def _add_generate(sub) -> None:
     p.add_argument("--temperature", type=float, default=None,
                    help="0 (greedy) by default; 1.0 by default with --sampler")
     p.add_argument("--seed", type=int, default=None)
+    p.add_argument("--timeout", type=float, default=300.0,
+                   help="seconds before generation stops with an error saying where the time went (0: no limit)")
     p.add_argument("--whitespace", choices=["compact", "flexible"], default="compact")
     p.add_argument("--sampler", choices=["masked", "asap", "awrs", "smc", "decog"], default=None,
                    help="draw from a distribution-correcting sampler instead of greedy decoding")
@@ -520,7 +524,8 @@ def _run_generate(args) -> int:
     try:
         model = load_model(args.model, quantized=args.quantized)
         kw = dict(max_tokens=args.max_tokens, temperature=args.temperature, seed=args.seed, sampler=args.sampler,
-                  particles=args.particles, speculative=args.speculative, hmm=args.hmm)
+                  particles=args.particles, speculative=args.speculative, hmm=args.hmm,
+                  timeout=args.timeout or None)
         if args.schema:
             text = Path(args.schema).read_text() if Path(args.schema).exists() else args.schema
             value = generate_json(model, _json.loads(text), args.prompt, whitespace=args.whitespace, **kw)

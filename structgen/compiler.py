@@ -13,12 +13,13 @@ import threading
 import time
 from collections import OrderedDict
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterable
 
 from .engine.compiled import CompiledGrammar
 from .engine.counted import use_string_automata
 from .engine.exact_masks import warm_up as warm_up_exact_masks
 from .errors import CompileLimitExceeded, GrammarError, SchemaError
+from .shipped import shipped_grammar
 from .engine.lexer_kernels import warm_up_lexer_kernels
 from .engine.trie import TokenTrie, warm_up_kernels
 from .engine.walks import warm_up_walk_kernels
@@ -333,26 +334,44 @@ class GrammarCompiler:
 
         return self._bounded(lambda: self._cached(("regex", pattern), build), timeout, max_memory)
 
-    def compile_lark(self, grammar: str | Path, *, start: str | list[str] = "start", indenter=None,
-                     reserve_keywords: bool | None = None, timeout: float | None = None,
-                     max_memory: int | None = None) -> CompiledGrammar:
-        """A Lark grammar given as text or as a path to a ``.lark`` file (relative ``%import`` statements
-        resolve beside it).  ``start``: a rule or a list of rules (any of them).  ``indenter``:
+    def compile_lark(self, grammar: str | Path, *, start: str | list[str] | None = None, indenter=None,
+                     reserve_keywords: bool | None = None, soft_keywords: Iterable[str] | None = None,
+                     timeout: float | None = None, max_memory: int | None = None) -> CompiledGrammar:
+        """A Lark grammar given as text, as a path to a ``.lark`` file (relative ``%import`` statements
+        resolve beside it) or as the name of a shipped grammar (``"json"``, ``"sql"``, ``"sparql"``,
+        ``"arithmetic"``, and lark's ``"python"`` and ``"lark"``: ``structgen.shipped``), which also
+        brings its start rule and indenter.  ``start``: a rule or a list of rules (any of them;
+        default ``"start"``, or the shipped grammar's).  ``indenter``:
         ``"python"``, an :class:`~structgen.grammar.indenter.IndenterConfig` or a dict of its
         fields, for grammars whose ``%declare``-d indent / dedent come from lark's ``Indenter``.
         ``reserve_keywords``: a string terminal wins over a regex terminal of its priority that
         matches the same text (lark's basic lexer: ``as`` is never a ``NAME``); on by default with
         ``indenter="python"``, since Python's keywords are reserved and lark's contextual lexer
-        would let ``as = 1`` through."""
+        would let ``as = 1`` through.  ``soft_keywords``: words not reserved, read as a keyword or
+        a name wherever the grammar allows either (default with ``indenter="python"``: Python's
+        soft keywords, ``keyword.softkwlist``: ``_ = 2`` and ``match = re.match(...)`` are Python)."""
+        named = shipped_grammar(grammar) if isinstance(grammar, str) else None
+        if named is not None:
+            grammar = named.path
+            start = named.start if start is None else start
+            indenter = named.indenter if indenter is None else indenter
+        start = "start" if start is None else start
         text, source = load_lark_text(grammar)
         cfg = resolve_indenter(indenter)
+        python = isinstance(indenter, str) and indenter.lower() == "python"
         if reserve_keywords is None:
-            reserve_keywords = isinstance(indenter, str) and indenter.lower() == "python"
+            reserve_keywords = python
+        if soft_keywords is None:
+            import keyword
+
+            soft_keywords = keyword.softkwlist if python else ()
+        soft = tuple(sorted(soft_keywords))
         starts = start if isinstance(start, str) else tuple(start)
         return self._bounded(lambda: self._cached(
-            ("lark", text, source, starts, cfg, reserve_keywords),
+            ("lark", text, source, starts, cfg, reserve_keywords, soft),
             lambda: self.compile_ir(lark_to_ir(text, start=start, source=source, indenter=cfg,
-                                               reserve_keywords=reserve_keywords), kind="lark")),
+                                               reserve_keywords=reserve_keywords, soft_keywords=soft),
+                                    kind="lark")),
             timeout, max_memory)
 
     def compile_json_schema(self, schema: Any, *, whitespace: str = "flexible", strict: bool = False,

@@ -60,6 +60,11 @@ class GenerationError(StructgenError):
         super().__init__(message)
 
 
+class InvalidArgument(StructgenError, ValueError):
+    """An argument out of its range or of the wrong kind (``temperature=-1``, an unknown
+    sampler, ``timeout=0``): a structgen error that is also a ``ValueError``."""
+
+
 class ModelNotFound(StructgenError):
     """The requested model (or the embedded default) is not installed."""
 

@@ -62,3 +62,28 @@ def test_bad_schemas_are_structgen_errors(tiny_model):
 
 def test_resolve_model_passes_models_through(tiny_model):
     assert resolve_model(tiny_model) is tiny_model
+
+
+BACKREFERENCE = {"type": "object", "properties": {"code": {"type": "string", "pattern": "^([a-z]+)-\\1$"}},
+                 "required": ["code"]}
+
+
+def test_a_timeout_ends_generation_with_an_error_naming_the_check(tiny_model):
+    """A backreference is a check at the value's end (no automaton holds it): past ``timeout`` the
+    error says so, for every way of decoding (the loop, a batch, a sampler)."""
+    from structgen.engine.matcher import Matcher
+
+    grammar = compiler_for(tiny_model).compile_json_schema(BACKREFERENCE)
+    said = Matcher(grammar).describe_checks()
+    assert "#/properties/code" in said and "^([a-z]+)-\\\\1$" in said, said
+    for kw in ({}, {"prompts": ["a", "b"]}, {"sampler": "awrs"}):
+        with pytest.raises(GenerationError, match="timeout") as e:
+            generate_json(tiny_model, BACKREFERENCE, max_tokens=30, timeout=1e-6, **kw)
+        assert e.value.reason == "timeout", kw
+
+
+def test_timeout_must_be_positive(tiny_model):
+    from structgen.errors import InvalidArgument
+
+    with pytest.raises(InvalidArgument, match="timeout"):
+        generate_json(tiny_model, SCHEMA, timeout=0)

@@ -102,3 +102,11 @@ def test_the_scan_sees_the_imports_it_checks():
     assert ("structgen.engine.checks", ("CheckRun", "can_end_checked")) in found
     found = {m for m, _, _ in _imports(PKG / "api.py")}
     assert "structgen.runtime.loop" in found  # imported inside a function
+
+
+@pytest.mark.parametrize("name", ["shipped.py", "deadlines.py", "errors.py"])
+def test_the_leaves_import_nothing_of_structgen_but_its_errors(name):
+    """Modules every layer may use (the shipped grammars, the generation deadline, the errors) sit
+    below them all."""
+    for mod, _, line in _imports(PKG / name):
+        assert not mod.startswith("structgen") or mod == "structgen.errors", f"{name}:{line} imports {mod}"

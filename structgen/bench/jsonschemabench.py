@@ -49,6 +49,7 @@ from typing import Any, Callable, Sequence
 
 from .._cache import use_cold_regex_cache
 from .gen_engines import GenEngine, GenOutput, get_gen_engine_class
+from .data_paths import data_path
 from .maskbench import read_results, repo_root, sample_records
 from .watchdog import Worker, WorkerSetupError
 
@@ -87,15 +88,13 @@ WARMUP_SCHEMA = {"type": "object", "properties": {"name": {"type": "string"}, "n
 
 
 def default_data_path() -> Path:
-    """``../shared/data/jsonschemabench-dev.jsonl.gz`` relative to the repository."""
-    return repo_root().parent / "shared" / "data" / "jsonschemabench-dev.jsonl.gz"
+    """``jsonschemabench-dev.jsonl.gz`` in the data folders (:mod:`structgen.bench.data_paths`)."""
+    return data_path("jsonschemabench-dev.jsonl.gz")
 
 
 def load_jsonschemabench(path: str | Path | None = None) -> list[dict]:
     """All records (``dataset``, ``unique_id``, ``json_schema``); a string schema is parsed."""
-    p = Path(path) if path is not None else default_data_path()
-    if not p.is_file():
-        raise FileNotFoundError(f"JSONSchemaBench data not found: {p}")
+    p = data_path("jsonschemabench-dev.jsonl.gz", path)
     opener = gzip.open if p.suffix == ".gz" else open
     out = []
     with opener(p, "rt", encoding="utf-8") as f:

@@ -1,9 +1,9 @@
 """Grammars lark ships and real texts in their languages (what ``structgen bench grammar`` and the
 differential tests step through).
 
-* ``python``: lark's ``python.lark`` (start ``file_input``, lark's ``PythonIndenter``, keywords
-  reserved as lark's basic lexer does) over this project's modules and a seeded sample of the
-  standard library's;
+* ``python``: lark's ``python.lark`` (start ``file_input``, lark's ``PythonIndenter``; Python's
+  hard keywords reserved, its soft keywords ``_``, ``match``, ``case``, ``type`` names wherever a
+  name fits) over this project's modules and a seeded sample of the standard library's;
 * ``lark``: lark's ``lark.lark`` over lark's own ``.lark`` files and this project's ``grammars/``.
 
 Only texts lark itself parses (LALR, with the indenter where the grammar needs it) are kept, so a
@@ -37,14 +37,27 @@ class LarkCorpus:
     texts: Callable[[int, int], list[str]]  # (how many, seed) -> texts
 
     def lark_parser(self):
-        """lark's own LALR parser of the grammar (with lark's ``PythonIndenter`` for Python)."""
+        """lark's own LALR parser of the grammar (with lark's ``PythonIndenter`` for Python).
+
+        For Python, compile_lark reserves the hard keywords (``as`` is never a name, ``isnot`` is
+        not ``is not``, as in lark's basic lexer) but not the soft ones (``_``, ``match``, ``case``,
+        ``type``), which lark's contextual lexer reads as names where the parser wants a name;
+        lexer callbacks refuse the rest (a hard keyword read as a name, a keyword run into a name)."""
         from lark import Lark
         from lark.indenter import PythonIndenter
 
-        post = PythonIndenter() if self.indenter == "python" else None
-        # compile_lark reserves keywords with the Python indenter: lark's basic lexer does too
-        lexer = "basic" if self.indenter == "python" else "contextual"
-        return Lark.open(str(self.grammar), parser="lalr", lexer=lexer, postlex=post, start=self.start)
+        if self.indenter != "python":
+            return Lark.open(str(self.grammar), parser="lalr", lexer="contextual", start=self.start)
+        words = _HardKeywords()
+        probe = Lark.open(str(self.grammar), parser="lalr", lexer="contextual", postlex=PythonIndenter(),
+                          start=self.start)
+        callbacks = {t.name: words.keyword for t in probe.terminals
+                     if t.pattern.type == "str" and t.pattern.value in words.hard}
+        callbacks["NAME"] = words.name
+        parser = Lark.open(str(self.grammar), parser="lalr", lexer="contextual", postlex=PythonIndenter(),
+                           start=self.start, lexer_callbacks=callbacks)
+        parser.structgen_keywords = words
+        return parser
 
     def parsed_texts(self, n: int, seed: int = 0) -> list[str]:
         """Up to ``n`` texts lark parses."""
@@ -52,9 +65,38 @@ class LarkCorpus:
         return [t for t in self.texts(n * 2, seed) if lark_parses(parser, t)][:n]
 
 
+class _HardKeywords:
+    """Lexer callbacks over the text being parsed: Python's hard keywords are never names and never
+    end where a name character follows."""
+
+    def __init__(self) -> None:
+        import keyword
+
+        self.hard = frozenset(keyword.kwlist)
+        self.text = ""
+
+    def name(self, tok):
+        from lark.exceptions import LexError
+
+        if tok.value in self.hard:
+            raise LexError(f"the keyword {tok.value!r} used as a name")
+        return tok
+
+    def keyword(self, tok):
+        from lark.exceptions import LexError
+
+        end = tok.end_pos
+        if end is not None and end < len(self.text) and (self.text[end].isalnum() or self.text[end] == "_"):
+            raise LexError(f"the keyword {tok.value!r} runs into a name")
+        return tok
+
+
 def lark_parses(parser, text: str) -> bool:
     from lark.exceptions import LarkError
 
+    words = getattr(parser, "structgen_keywords", None)
+    if words is not None:
+        words.text = text
     try:
         parser.parse(text)
         return True

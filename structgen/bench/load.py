@@ -66,9 +66,7 @@ def run_load(*, seconds: float = 300.0, threads: int = 4, schemas: int = 40, tok
             continue
     for rx in REGEXES:
         constraints.append(("regex", rx, compiler.compile_regex(rx)))
-    lark = Path(__file__).resolve().parents[2] / "grammars" / "json.lark"
-    if lark.exists():
-        constraints.append(("lark", str(lark), compiler.compile_lark(lark)))
+    constraints.append(("lark", "json", compiler.compile_lark("json")))
     eos = set(info.eos_ids)
     stop = threading.Event()
     lock = threading.Lock()

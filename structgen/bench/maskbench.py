@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
 from .._cache import use_cold_regex_cache
+from .data_paths import data_path
 from .engines import (
     ENGINES,
     MaskEngine,
@@ -90,15 +91,13 @@ def repo_root() -> Path:
 
 
 def default_data_path() -> Path:
-    """``../shared/data/maskbench-dev.jsonl.gz`` relative to the repository."""
-    return repo_root().parent / "shared" / "data" / "maskbench-dev.jsonl.gz"
+    """``maskbench-dev.jsonl.gz`` in the data folders (:mod:`structgen.bench.data_paths`)."""
+    return data_path("maskbench-dev.jsonl.gz")
 
 
 def load_maskbench(path: str | Path | None = None) -> list[dict]:
     """All records (``id``, ``schema``, ``tests``, ``meta``) of a MaskBench JSONL(.gz) file."""
-    p = Path(path) if path is not None else default_data_path()
-    if not p.is_file():
-        raise FileNotFoundError(f"MaskBench data not found: {p}")
+    p = data_path("maskbench-dev.jsonl.gz", path)
     opener = gzip.open if p.suffix == ".gz" else open
     out = []
     with opener(p, "rt", encoding="utf-8") as f:

@@ -12,8 +12,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import StructgenError
+from .data_paths import data_path
 
-DEFAULT_SUITE = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "json-schema-test-suite"
+
+
+def suite_folder(suite_dir: Path | str | None = None) -> Path:
+    """The suite's checkout: ``suite_dir``, or ``json-schema-test-suite`` in the data folders."""
+    return data_path("json-schema-test-suite", suite_dir, flag="--suite")
 
 
 @dataclass
@@ -58,12 +63,12 @@ class SuiteReport:
         return "\n".join(lines)
 
 
-def run_test_suite(compiler, suite_dir: Path | str = DEFAULT_SUITE, *, draft: str = "draft2020-12",
+def run_test_suite(compiler, suite_dir: Path | str | None = None, *, draft: str = "draft2020-12",
                    files: list[str] | None = None, progress: bool = False) -> SuiteReport:
     """Run every group of the suite's ``tests/<draft>/*.json`` (optional/ excluded)."""
     from ..engine.matcher import Matcher
 
-    root = Path(suite_dir) / "tests" / draft
+    root = suite_folder(suite_dir) / "tests" / draft
     paths = sorted(root.glob("*.json"))
     if files:
         paths = [p for p in paths if p.stem in files]
@@ -102,10 +107,10 @@ def _run_group(compiler, Matcher, file: str, index: int, group: dict) -> GroupRe
     return GroupResult(file, index, desc, "exact")
 
 
-def suite_records(suite_dir: Path | str = DEFAULT_SUITE, *, draft: str = "draft2020-12") -> list[dict]:
+def suite_records(suite_dir: Path | str | None = None, *, draft: str = "draft2020-12") -> list[dict]:
     """The suite's groups as MaskBench records (``id`` = ``file#index``), so every engine
     adapter of ``structgen bench mask`` can be scored on them with the same harness."""
-    root = Path(suite_dir) / "tests" / draft
+    root = suite_folder(suite_dir) / "tests" / draft
     out = []
     for path in sorted(root.glob("*.json")):
         for i, group in enumerate(json.loads(path.read_text())):

@@ -61,6 +61,13 @@ class GrammarChecks:
         #: terminals whose lexeme can complete a checked value or an item of a distinct-items array
         #: (exact masks try only the tokens that can end such a lexeme: structgen.engine.exact_masks)
         self.trigger_terms: frozenset[int] = trigger_terminals(autos, set(self.value) | set(distinct))
+        self._all = tuple(checks)
+
+    def describe(self, limit: int = 3) -> str:
+        """The checks in words, for error messages ('' when there are none)."""
+        said = list(dict.fromkeys(c.describe() for c in self._all))
+        more = f" and {len(said) - limit} more" if len(said) > limit else ""
+        return "; ".join(said[:limit]) + more
 
     def __bool__(self) -> bool:
         return bool(self.value or self.item_frames)

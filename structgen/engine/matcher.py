@@ -200,6 +200,11 @@ class Matcher:
         way: ``accept_token`` takes every token the mask allows."""
         return self._tracker is not None
 
+    def describe_checks(self) -> str:
+        """The grammar's checks at value boundaries in words ('' when it has none): what a search
+        that ran long or found no completion was trying to satisfy."""
+        return self.grammar.checks.describe() if self._tracker is not None else ""
+
     def accept_string(self, text: str) -> bool:
         return self.accept_bytes(text.encode("utf-8"))
 

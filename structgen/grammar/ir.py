@@ -194,6 +194,10 @@ class Check:
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.rule!r})"
 
+    def describe(self) -> str:
+        """What the check asks, for error messages (a front end says it in its own terms)."""
+        return f"a check on rule {self.rule}"
+
 
 class ValueCheck(Check):
     """A verdict on a completed value of ``rule``.

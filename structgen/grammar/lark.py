@@ -132,13 +132,16 @@ def _terminal_automaton(name: str, pat, source: str):
         raise GrammarError(f"terminal {name} of {source}: {e}") from None
 
 
-def _reserved_strings(terminals) -> tuple[dict[str, list[bytes]], dict[str, list[tuple[str, bytes]]]]:
+def _reserved_strings(terminals, soft: frozenset[str] = frozenset()
+                      ) -> tuple[dict[str, list[bytes]], dict[str, list[tuple[str, bytes]]]]:
     """Regex terminal -> the string terminals of its priority it matches whole (what lark's basic
     lexer retypes: ``NAME`` never reads ``as``), and string terminal -> (regex terminal, text).
-    Case-insensitive strings reserve every casing."""
+    Case-insensitive strings reserve every casing.  ``soft`` words are not reserved: such a word
+    is read both ways, and the parser keeps whichever reading fits (Python's ``match``, ``case``,
+    ``_``, ``type`` are names except where a statement makes them keywords)."""
     by_regex: dict[str, list[bytes]] = {}
     by_string: dict[str, list[tuple[str, bytes]]] = {}
-    strings = [t for t in terminals if t.pattern.type == "str"]
+    strings = [t for t in terminals if t.pattern.type == "str" and t.pattern.value not in soft]
     for r in terminals:
         if r.pattern.type != "re":
             continue
@@ -194,13 +197,14 @@ def _split_by_follow(dfa: DFA, follow: dict[int, FollowCondition]) -> list[tuple
 
 
 def lark_to_ir(text: str, *, start: str | list[str] | tuple[str, ...] = "start", source: str = "<grammar>",
-               indenter=None, reserve_keywords: bool = False) -> GrammarIR:
+               indenter=None, reserve_keywords: bool = False, soft_keywords=()) -> GrammarIR:
     """A Lark grammar as IR.  ``start``: one rule, or a list (the output may be any of them).
     ``indenter``: ``"python"`` / an :class:`~structgen.grammar.indenter.IndenterConfig` for
     grammars whose ``%declare``-d indent / dedent terminals come from lark's ``Indenter``.
     ``reserve_keywords``: lark's basic lexer's rule that a string terminal wins over a regex
     terminal of the same priority matching the same text (``"as"`` is never a ``NAME``), where
-    the Earley and contextual lexers let the regex take it when the string does not fit."""
+    the Earley and contextual lexers let the regex take it when the string does not fit.
+    ``soft_keywords``: words kept out of that rule (read both ways, as lark's contextual lexer does)."""
     starts = [start] if isinstance(start, str) else list(start)
     if not starts or not all(isinstance(s, str) and s for s in starts):
         raise GrammarError(f"start must be a rule name or a non-empty list of them, got {start!r}")
@@ -210,7 +214,7 @@ def lark_to_ir(text: str, *, start: str | list[str] | tuple[str, ...] = "start",
     ir = GrammarIR(rules={}, terminals={}, start=top, source=source, ignore_repeats=True)
     ignore = set(parser.ignore_tokens)
     defined = set()
-    reserved, keywords = _reserved_strings(parser.terminals) if reserve_keywords else ({}, {})
+    reserved, keywords = _reserved_strings(parser.terminals, frozenset(soft_keywords)) if reserve_keywords else ({}, {})
     automata = {t.name: _terminal_automaton(t.name, t.pattern, source) for t in parser.terminals}
     for t in parser.terminals:
         defined.add(t.name)

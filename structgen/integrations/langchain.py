@@ -46,7 +46,8 @@ Generation kwargs per call (``invoke(..., temperature=0.7)`` or ``bind``):
 ``max_tokens``, ``temperature``, ``top_p``, ``top_k``, ``seed``, ``timeout``;
 anything else raises ``ValueError``.  ``stop`` sequences apply to free text only
 (a grammar decides where structured output ends).  ``timeout`` is a wall-clock
-limit for one generation (``TimeoutError``); ``max_retries`` is accepted for
+limit for one generation (default 300 s; past it ``GenerationError`` with ``reason="timeout"``,
+the library's own mechanism; None for none); ``max_retries`` is accepted for
 compatibility with LangChain's standard parameters and unused (nothing here
 can fail transiently).
 """
@@ -57,7 +58,6 @@ import json
 import os
 import re
 import threading
-import time
 import uuid
 from operator import itemgetter
 from typing import Any, Callable, Iterator, Literal, Mapping, Optional, Sequence, Union
@@ -81,6 +81,7 @@ except ImportError as e:  # pragma: no cover - exercised only without the extra
         f"(missing: {e.name or e})"
     ) from e
 
+from ..deadlines import DEFAULT_TIMEOUT
 from .tools import normalize_tool, parse_tool_call, tool_call_schema, tools_instruction
 
 __all__ = ["ChatStructgen", "StructgenOutputParser"]
@@ -293,7 +294,7 @@ class _Plan:
         self.top_p = 1.0
         self.top_k = 0
         self.seed: Optional[int] = None
-        self.timeout: Optional[float] = None
+        self.timeout: Optional[float] = DEFAULT_TIMEOUT
         self.sampler: Optional[str] = None
         self.particles = 8
         self.hmm = None
@@ -328,8 +329,9 @@ class ChatStructgen(BaseChatModel):
     """Seed for sampling (temperature > 0): the same seed gives the same answer."""
     stop: Optional[list[str]] = None
     """Stop sequences for free-text answers."""
-    timeout: Optional[float] = Field(default=None, gt=0)
-    """Wall-clock limit in seconds for one generation (TimeoutError beyond it)."""
+    timeout: Optional[float] = Field(default=DEFAULT_TIMEOUT, gt=0)
+    """Wall-clock limit in seconds for one generation (``GenerationError`` with ``reason="timeout"``
+    beyond it, as in ``generate_json``); None for no limit."""
     max_retries: int = Field(default=0, ge=0)
     """Accepted for LangChain's standard parameters; unused (a local model has no transient failures)."""
     streaming: bool = False
@@ -506,6 +508,7 @@ class ChatStructgen(BaseChatModel):
         mask, budget guard, sample, accept or draw again), free text and the auto tool mode included."""
         from ..engine.matcher import Matcher
         from ..runtime import BudgetGuard, Decoding
+        from ..deadlines import deadline_after
         from ..runtime.loop import make_drafter
         from ..runtime.sampling import MaskedSampler
 
@@ -514,7 +517,7 @@ class ChatStructgen(BaseChatModel):
             return
         matcher = Matcher(p.grammar) if p.grammar is not None else None
         sampler = MaskedSampler(temperature=p.temperature, top_p=p.top_p, top_k=p.top_k, seed=p.seed)
-        deadline = time.monotonic() + p.timeout if p.timeout else None
+        deadline = deadline_after(p.timeout)
         decoding = Decoding(model, p.prompt_ids, matcher, max_tokens=p.max_tokens, sampler=sampler,
                             budget_guard=BudgetGuard(matcher) if matcher is not None else None,
                             optional=p.mode == "auto", deadline=deadline,
@@ -529,12 +532,13 @@ class ChatStructgen(BaseChatModel):
 
     def _sampled_tokens(self, model: Any, p: _Plan) -> Iterator[int]:
         """A structured answer drawn by ``p.sampler`` (``structgen.runtime.sampling``)."""
+        from ..deadlines import deadline_after
         from ..runtime.sampling.draw import generate_with_sampler
 
         temperature = p.temperature if p.temperature > 0 else None
         result = generate_with_sampler(model, p.grammar, p.prompt_ids, max_tokens=p.max_tokens, temperature=temperature,
                               top_p=p.top_p, top_k=p.top_k, seed=p.seed, sampler=p.sampler, particles=p.particles,
-                              hmm=p.hmm)
+                              hmm=p.hmm, deadline=deadline_after(p.timeout))
         p.is_tool_call = p.mode == "tools"
         for t in result.token_ids:
             p.token_ids.append(t)

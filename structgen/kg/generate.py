@@ -10,11 +10,11 @@ import random
 import re
 import weakref
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Sequence
 
 from ..engine.matcher import Matcher
 from ..errors import GenerationError
+from ..shipped import grammar_file
 from .chain_tracker import ChainTracker, chain_grammar
 from .graph import KnowledgeGraph, KnowledgeGraphError
 from .matcher import GraphMatcher
@@ -24,7 +24,7 @@ from .terms import Term
 __all__ = ["SparqlResult", "ChainResult", "generate_sparql", "generate_chain", "sparql_matcher", "chain_matcher",
            "SPARQL_GRAMMAR", "FACT_PATTERN"]
 
-SPARQL_GRAMMAR = Path(__file__).resolve().parents[2] / "grammars" / "sparql.lark"
+SPARQL_GRAMMAR = grammar_file("sparql")  # package data: found the same way in a checkout and a wheel
 _SPARQL_TRACKERS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()  # graph -> its tracker
 FACT_PATTERN = re.compile(r"\[([^\[\];\n]+); ([^\[\];\n]+); ([^\[\];\n]+)\]")
 

@@ -27,6 +27,7 @@ from typing import Any, Iterator, Protocol, Sequence
 
 import torch
 
+from ..deadlines import DEFAULT_TIMEOUT, deadline_after
 from ..errors import GenerationError
 from .budget import BudgetGuard
 from .drafts import Drafter, DraftStats
@@ -42,11 +43,15 @@ __all__ = [
     "generate_constrained",
     "generate_unconstrained",
     "MAX_BACKTRACKS",
+    "DEFAULT_TIMEOUT",
+    "deadline_after",
     "make_drafter",
 ]
 
 #: Dead ends a decoding may back out of (grammars with checks only: see :class:`Decoding`).
 MAX_BACKTRACKS = 64
+#: guard refusals in one draw after which the rest of the guard's verdicts are taken in one pass
+GUARD_SWEEP_AFTER = 16
 
 
 class MatcherProtocol(Protocol):
@@ -105,7 +110,8 @@ class Decoding:
     ``optional=True`` lets the first token choose: when the constraint allows it (and the budget
     guard too), the rest is constrained; otherwise the matcher is dropped and the text is free
     (LangChain's "auto" tool choice).  ``deadline``: a ``time.monotonic()`` instant after which
-    ``TimeoutError`` is raised.  The matcher is used as given (not reset), so a caller may
+    ``GenerationError`` (``reason="timeout"``) is raised, checked before every step and inside a
+    long guard search.  The matcher is used as given (not reset), so a caller may
     pre-advance it.  ``drafter``: speculation (see ``docs/architecture.md``); ``kv``: the KV cache
     to decode through (default: the model's own; a batch row's ``runtime.batch.RowCache``).
     """
@@ -203,8 +209,7 @@ class Decoding:
         banned: dict[int, set[int]] = {}  # tokens refused at a position after backing out of a dead end
         self._backtracks = 0
         while len(self.tokens) < self.max_tokens:
-            if self.deadline is not None and time.monotonic() > self.deadline:
-                raise TimeoutError(f"generation exceeded its deadline after {len(self.tokens)} tokens")
+            self._check_deadline()
             self.steps += 1
             pos = len(self.tokens)
             self._mask(logits, banned.get(pos, ()))
@@ -299,6 +304,7 @@ class Decoding:
         candidates are set to ``-inf`` in ``logits`` and drawn again.  None when none is left."""
         remaining = self.max_tokens - len(self.tokens)
         context = StepContext(len(self.tokens), remaining, self.matcher)
+        refusals = 0
         while True:
             try:
                 t = self.sampler.sample(logits, context)
@@ -314,6 +320,12 @@ class Decoding:
                 return t
             if self.guard is not None and not self.guard.allows(t, remaining):
                 logits[t] = float("-inf")  # the same distribution as masking every token that fails
+                refusals += 1
+                if refusals == GUARD_SWEEP_AFTER:
+                    # many refusals in a row (a tight budget where most tokens cannot finish): one
+                    # pass masks every token the guard refuses, instead of one full draw per token
+                    self._check_deadline()
+                    self._guard_sweep(logits, remaining)
                 continue
             if t in self.eos:
                 if not matcher.is_accepting() or not matcher.accept_token(t):
@@ -325,12 +337,51 @@ class Decoding:
             raise GenerationError(f"the matcher rejected token {t}, which its own mask allowed",
                                   partial=self.partial_text(), reason="rejected", num_tokens=len(self.tokens))
 
+    def _guard_sweep(self, logits: torch.Tensor, remaining: int) -> None:
+        """Set to ``-inf`` every still-allowed token the budget guard refuses.  Greedy decoding needs
+        only the best token the guard allows: tokens are tried from the highest logit down (ties by
+        id, as argmax breaks them) and the sweep stops at the first one it allows."""
+        allows = self.guard.allows
+        greedy = isinstance(self.sampler, MaskedSampler) and self.sampler.temperature == 0.0
+        ids = torch.isfinite(logits).nonzero().squeeze(1)
+        if greedy:
+            ids = ids[torch.sort(logits[ids], descending=True, stable=True).indices]
+        for t in ids.tolist():
+            if t in self.eos or allows(t, remaining):
+                if greedy:
+                    return
+                continue
+            logits[t] = float("-inf")
+
+    def _check_deadline(self) -> None:
+        if self.deadline is not None and time.monotonic() > self.deadline:
+            raise self._timeout_error()
+
+    def _timeout_error(self) -> GenerationError:
+        spent = time.perf_counter() - self._t0
+        why = (f"generation ran past its timeout ({spent:.1f} s) after {len(self.tokens)} tokens "
+               f"({self.steps} steps, {self.mask_seconds:.1f} s in masks, {self._backtracks} tokens taken back)")
+        checks = self._checks_text()
+        if checks and (self._backtracks or self.mask_seconds > spent / 2):
+            why += f"; most of it searching for an output that passes {checks}"
+        return GenerationError(why + "; raise timeout= (None for no limit) or relax the constraint",
+                               partial=self.partial_text(), reason="timeout", num_tokens=len(self.tokens))
+
+    def _checks_text(self) -> str:
+        """The constraint's checks at value boundaries, for an error message ('' when none)."""
+        describe = getattr(self.matcher, "describe_checks", None)
+        return describe() if describe is not None else ""
+
     def _no_token_error(self) -> GenerationError:
         why = "the constraint cannot be continued with this vocabulary"
         if self.guard is not None and self.matcher is not None:
             need = self.matcher.min_completion_bytes()
             why += (f" within max_tokens={self.max_tokens}: the shortest completion from here is {need:g} bytes,"
                     " and the budget guard counts one token per byte; raise max_tokens")
+        checks = self._checks_text()
+        if checks and self._backtracks:
+            why += (f"; {self._backtracks} tokens were taken back searching for an output that passes {checks}, "
+                    f"and none within max_tokens={self.max_tokens} was found")
         return GenerationError(f"no token is allowed after {len(self.tokens)} generated tokens ({why})",
                                partial=self.partial_text(), reason="no_token", num_tokens=len(self.tokens))
 
@@ -361,18 +412,18 @@ class Decoding:
 def generate_constrained(model: Any, prompt_ids: Sequence[int], matcher: MatcherProtocol, *, max_tokens: int,
                          temperature: float = 0.0, top_p: float = 1.0, top_k: int = 0, seed: int | None = None,
                          budget_guard: BudgetGuard | None = None, sampler: Sampler | None = None,
-                         speculative: bool | Drafter = False) -> GenerationResult:
+                         speculative: bool | Drafter = False, deadline: float | None = None) -> GenerationResult:
     """Generate until the constraint is complete (:class:`Decoding` to the end).
 
     ``model``: a ``structgen.models.Model`` (needs ``.hf_model`` and ``.info``).  Raises
     ``GenerationError`` (with ``.partial``) if ``max_tokens`` runs out first or a step leaves no
     token allowed.  ``speculative``: True drafts grammar-forced and prompt-lookup tokens (:class:`Drafter`) and
     verifies them in one forward pass; the output is the one plain decoding gives (a ``Drafter``
-    instance chooses the sources)."""
+    instance chooses the sources).  ``deadline``: a ``time.monotonic()`` instant (see :class:`Decoding`)."""
     sampler = sampler if sampler is not None else MaskedSampler(temperature=temperature, top_p=top_p,
                                                                 top_k=top_k, seed=seed)
     return Decoding(model, prompt_ids, matcher, max_tokens=max_tokens, sampler=sampler,
-                    budget_guard=budget_guard, drafter=make_drafter(model, speculative)).run()
+                    budget_guard=budget_guard, drafter=make_drafter(model, speculative), deadline=deadline).run()
 
 
 def make_drafter(model: Any, speculative: bool | Drafter | None) -> Drafter | None:

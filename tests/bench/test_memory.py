@@ -11,9 +11,10 @@ from structgen.bench.memory import format_memory_table, run_memory
 
 @pytest.fixture
 def few_records(tmp_path):
-    src = default_data_path()
-    if not src.is_file():
-        pytest.skip("MaskBench data not found")
+    try:
+        src = default_data_path()
+    except FileNotFoundError as e:
+        pytest.skip(str(e))
     out = tmp_path / "few.jsonl"
     with gzip.open(src, "rt") as f, out.open("w") as g:
         for _, line in zip(range(4), f):

@@ -11,6 +11,7 @@ random mutations lark rejects are rejected by the end; masks equal brute force o
 """
 from __future__ import annotations
 
+import ast
 import random
 
 import pytest
@@ -106,6 +107,29 @@ def test_masks_equal_brute_force_on_sampled_states(case, compilers, smol_hf_toke
                 checked += 1
             assert m.accept_token(t)
     assert checked >= 6
+
+
+SOFT_KEYWORDS_AS_NAMES = ["a = _\n", "_ = 2\n", "for _ in range(3):\n    pass\n", "caps, _ = f(fp, None)\n",
+                          "match = re.match(p, s)\n", "case = 1\n", "type = int\n", "print(match, case, type, _)\n",
+                          "match x:\n    case [_, y]:\n        pass\n    case _:\n        pass\n"]
+HARD_KEYWORDS_MISUSED = ["as = 1\n", "a isnot b\n", "def = 2\n", "x = a if b elsec\n", "import a asb\n"]
+
+
+def test_soft_keywords_are_names_where_a_name_fits_and_hard_keywords_never(compilers):
+    """Python's soft keywords (``_``, ``match``, ``case``, ``type``) are names except where a statement
+    makes them keywords; hard keywords are reserved (Python's tokenizer, lark's basic lexer)."""
+    c = CORPORA["python"]
+    parser = c.lark_parser()
+    g = _compile(compilers["smollm2"], c)
+    for text in SOFT_KEYWORDS_AS_NAMES:
+        ast.parse(text)
+        assert lark_parses(parser, text), text
+        assert _accepts_bytes(g, text), text
+    for text in HARD_KEYWORDS_MISUSED:
+        with pytest.raises(SyntaxError):
+            ast.parse(text)
+        assert not lark_parses(parser, text), text
+        assert not _accepts_bytes(g, text), text
 
 
 LIBRARY_USER = r"""

@@ -353,8 +353,9 @@ def test_same_tokens_as_structgen_loop(llm, tiny_model):
 def test_errors(llm):
     from structgen.errors import GenerationError
 
-    with pytest.raises(TimeoutError):
+    with pytest.raises(GenerationError, match="timeout") as e:
         llm.invoke("Hi", timeout=1e-9)
+    assert e.value.reason == "timeout"
     tight = ChatStructgen(model=llm.model, max_tokens=3)
     with pytest.raises(GenerationError, match="max_tokens=3"):  # no valid Person fits in 3 tokens
         tight.with_structured_output(Person).invoke("Invent a person.")

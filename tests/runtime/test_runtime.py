@@ -93,10 +93,47 @@ def test_optional_constraint_follows_the_first_token(tiny_model, prompt, grammar
     assert out[0] == free_token and free.matcher is None and free.finish_reason in ("eos", "length")
 
 
-def test_a_deadline_raises_timeout(tiny_model, prompt, grammar):
+def test_a_deadline_raises_a_generation_error_that_says_timeout(tiny_model, prompt, grammar):
     d = Decoding(tiny_model, prompt, Matcher(grammar), max_tokens=40, deadline=time.monotonic() - 1)
-    with pytest.raises(TimeoutError):
+    with pytest.raises(GenerationError, match="timeout") as e:
         list(d)
+    assert e.value.reason == "timeout"
+
+
+class CountingSampler(MaskedSampler):
+    """Greedy, counting its draws per step (a step starts where the output grows)."""
+
+    def __init__(self):
+        super().__init__()
+        self.draws: dict[int, int] = {}
+
+    def sample(self, logits, context=None):
+        self.draws[context.step] = self.draws.get(context.step, 0) + 1
+        return super().sample(logits, context)
+
+
+def test_a_tight_budget_costs_a_bounded_number_of_draws(tiny_model, prompt, smol_info):
+    """At the last tokens of a long string nearly every token is one the budget guard refuses: after
+    GUARD_SWEEP_AFTER refusals one pass masks the rest, so a step never draws once per token."""
+    from structgen.runtime.loop import GUARD_SWEEP_AFTER
+
+    g = GrammarCompiler(smol_info).compile_json_schema({"type": "string", "minLength": 6})
+    m = Matcher(g)
+    sampler = CountingSampler()
+    d = Decoding(tiny_model, prompt, m, max_tokens=9, sampler=sampler, budget_guard=BudgetGuard(m))
+    text = d.run().text
+    assert len(__import__("json").loads(text)) >= 6
+    assert max(sampler.draws.values()) <= GUARD_SWEEP_AFTER + 2, sampler.draws
+
+
+def test_timeout_is_checked_as_a_user_input():
+    from structgen.deadlines import deadline_after
+    from structgen.errors import InvalidArgument
+
+    assert deadline_after(None) is None and deadline_after(1.5) > time.monotonic()
+    for bad in (0, -1, "3", True):
+        with pytest.raises(InvalidArgument, match="timeout"):
+            deadline_after(bad)
 
 
 def test_an_infeasible_budget_is_refused_at_once_with_the_budget_that_fits(tiny_model, prompt, grammar):

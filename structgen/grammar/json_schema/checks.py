@@ -39,15 +39,25 @@ def canonical(v) -> Hashable:
     return ("o", frozenset((k, canonical(x)) for k, x in v.items()))
 
 
+def _excerpt(schema, limit: int = 100) -> str:
+    text = json.dumps(schema, separators=(",", ":"), default=str)
+    return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
 class SchemaCheck(ValueCheck):
     """The completed value validates against every one of ``validators`` (jsonschema validators
     bound to the schemas of the conjunction the value was compiled from)."""
 
-    __slots__ = ("validators",)
+    __slots__ = ("validators", "where")
 
-    def __init__(self, rule: str, validators: tuple):
+    def __init__(self, rule: str, validators: tuple, where: str = ""):
         super().__init__(rule)
         self.validators = validators
+        self.where = where  # the JSON pointer(s) of the schemas checked, for error messages
+
+    def describe(self) -> str:
+        shown = "; ".join(_excerpt(v.schema) for v in self.validators[:2])
+        return f"the check of the schema at {self.where or '#'} ({shown})"
 
     def accepts(self, value: bytes, context: CheckContext) -> bool:
         try:
@@ -72,6 +82,15 @@ class KeySetCheck(ValueCheck):
         self.min_properties = min_properties
         self.max_properties = max_properties
 
+    def describe(self) -> str:
+        parts = [f"required keys {sorted(self.required)}"] if self.required else []
+        if self.min_properties or self.max_properties is not None:
+            parts.append(f"{self.min_properties} to {self.max_properties if self.max_properties is not None else 'any'} "
+                         "properties")
+        if self.presence:
+            parts.append("dependent keys")
+        return f"the check of an object's keys ({', '.join(parts) or 'key set'})"
+
     def accepts(self, value: bytes, context: CheckContext) -> bool:
         keys = context.keys
         return (self.required <= keys and self.min_properties <= len(keys)
@@ -83,6 +102,9 @@ class UniqueJsonItems(DistinctItems):
     """Items of a ``uniqueItems`` array, told apart by their JSON value."""
 
     __slots__ = ()
+
+    def describe(self) -> str:
+        return "the uniqueItems check (items must differ)"
 
     def identity(self, value: bytes) -> Hashable | None:
         try:

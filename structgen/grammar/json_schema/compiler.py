@@ -185,7 +185,8 @@ class SchemaCompiler(LogicMixin, FiniteValuesMixin, StringsMixin, NumbersMixin, 
         v = self.validator()
         sym = self.rule("chk", expr)
         self.ir.checks.append(SchemaCheck(sym.name, tuple(v.evolve(schema=n.schema) for n in nodes
-                                                          if n.schema is not True)))
+                                                          if n.schema is not True),
+                                          where=", ".join(dict.fromkeys(n.ptr for n in nodes))))
         return sym
 
     def base_of(self, n: SchemaNode) -> str:

@@ -190,7 +190,7 @@ def draw_one(samples: list[Sample], seed: int | None) -> Sample:
 
 def generate_with_sampler(model: Any, grammar: Any, ids: list[int], *, max_tokens: int, temperature: float | None,
                           top_p: float, top_k: int, seed: int | None, sampler: str, particles: int,
-                          hmm: Any = None):
+                          hmm: Any = None, deadline: float | None = None):
     """One output for ``generate_*(sampler=...)`` and the LangChain model: a draw from the
     sampler's approximation of the target, as a ``GenerationResult`` (``log_weight`` and, in
     ``extra``, forward passes, constraint checks and the run's log P(L) estimate)."""
@@ -202,7 +202,7 @@ def generate_with_sampler(model: Any, grammar: Any, ids: list[int], *, max_token
     if temperature is not None and temperature <= 0:
         raise ValueError(f"sampler={sampler!r} samples: temperature must be > 0 (or None for 1.0)")
     t0 = time.perf_counter()
-    lm = ModelLM(model, ids, temperature=temperature or 1.0)
+    lm = ModelLM(model, ids, temperature=temperature or 1.0, deadline=deadline)
     try:
         samples = draw_samples(lm, grammar, model.info, n=1, method=sampler, particles=particles,
                                max_tokens=max_tokens, seed=seed, hmm=hmm)

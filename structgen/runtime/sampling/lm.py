@@ -10,12 +10,14 @@ with a KV cache (a prefix trie of cached log-probabilities, batched forwards for
 from __future__ import annotations
 
 import hashlib
+import time
 from collections import OrderedDict
 from typing import Any, Protocol, Sequence
 
 import numpy as np
 import torch
 
+from ...errors import GenerationError
 from ..kv_cache import KVCacheModel, causal_lm_forward, new_cache
 
 __all__ = ["TokenLM", "Particles", "ModelLM", "ModelParticles", "PrefixParticles", "HashLM"]
@@ -52,7 +54,7 @@ class ModelLM:
     longest prefix the KV cache holds.  ``particles(n)`` gives SMC one batched KV cache of ``n`` rows."""
 
     def __init__(self, model: Any, prompt_ids: Sequence[int], *, temperature: float = 1.0,
-                 cache_bytes: int = 512 << 20) -> None:
+                 cache_bytes: int = 512 << 20, deadline: float | None = None) -> None:
         if temperature <= 0:
             raise ValueError(f"temperature must be > 0 for sampling, got {temperature}")
         self.model = model
@@ -63,12 +65,19 @@ class ModelLM:
         self.vocab_size = model.info.vocab_size
         self.eos_ids = tuple(model.info.eos_ids)
         self.forward_passes = 0
+        #: a ``time.monotonic()`` instant: a forward pass after it raises GenerationError("timeout"),
+        #: which bounds every sampler's search (they all ask the model through this view)
+        self.deadline = deadline
         self._kv = KVCacheModel(model.hf_model)
         self._memo: OrderedDict[tuple, np.ndarray] = OrderedDict()
         # remembered rows are whole-vocabulary float64 vectors (400 KB at 49k tokens): bound them by bytes
         self._entries = max(16, cache_bytes // (8 * max(1, self.vocab_size)))
 
     def _normalise(self, logits: torch.Tensor) -> np.ndarray:
+        if self.deadline is not None and time.monotonic() > self.deadline:
+            raise GenerationError(f"the sampler ran past its timeout after {self.forward_passes} forward passes; "
+                                  "raise timeout= (None for no limit), lower particles, or relax the constraint",
+                                  reason="timeout")
         x = logits[..., : self.vocab_size].double() / self.temperature
         return torch.log_softmax(x, dim=-1).numpy()
 

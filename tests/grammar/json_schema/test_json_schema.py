@@ -11,7 +11,8 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from structgen.bench.schema_suite import DEFAULT_SUITE, run_test_suite
+from structgen.bench.data_paths import DataNotFound
+from structgen.bench.schema_suite import run_test_suite, suite_folder
 from structgen.compiler import GrammarCompiler
 from structgen.engine.matcher import Matcher
 from structgen.errors import SchemaError, StructgenError, UnsupportedFeature
@@ -266,8 +267,10 @@ def test_array_counts_past_the_limit_are_refused_with_their_pointer(comp):
 
 def test_test_suite_baseline(comp):
     """Per keyword file: groups handled exactly never regress, and no invalid instance is ever accepted."""
-    if not DEFAULT_SUITE.exists():
-        pytest.skip("JSON Schema Test Suite not found beside the repo (../shared/data)")
+    try:
+        suite_folder()
+    except DataNotFound as e:
+        pytest.skip(str(e))
     report = run_test_suite(comp)
     print("\n" + report.table())
     bad = [g for g in report.groups if g.status in ("invalidation_error", "crash")]
