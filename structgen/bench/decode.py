@@ -15,10 +15,8 @@ from __future__ import annotations
 import os
 import statistics
 import time
-from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[2]
 PROMPT = ("List three European capitals as JSON: an array of objects with name, country and population.")
 SCHEMA = {"type": "array", "minItems": 3, "maxItems": 3, "items": {
     "type": "object", "properties": {"name": {"type": "string", "maxLength": 40},

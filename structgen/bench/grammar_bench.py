@@ -11,14 +11,12 @@ from __future__ import annotations
 
 import gzip
 import json
-import os
 import random
 import time
 from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[2]
 
 
 def _percentiles(xs) -> dict:

@@ -50,7 +50,7 @@ from typing import Any, Callable, Sequence
 from .._cache import use_cold_regex_cache
 from .gen_engines import GenEngine, GenOutput, get_gen_engine_class
 from .data_paths import data_path
-from .maskbench import read_results, repo_root, sample_records
+from .maskbench import read_results, sample_records
 from .watchdog import Worker, WorkerSetupError
 
 __all__ = [

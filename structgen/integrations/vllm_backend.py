@@ -19,7 +19,6 @@ import json
 import logging
 import re
 from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
 import torch

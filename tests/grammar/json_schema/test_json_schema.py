@@ -15,7 +15,7 @@ from structgen.bench.data_paths import DataNotFound
 from structgen.bench.schema_suite import run_test_suite, suite_folder
 from structgen.compiler import GrammarCompiler
 from structgen.engine.matcher import Matcher
-from structgen.errors import SchemaError, StructgenError, UnsupportedFeature
+from structgen.errors import SchemaError, StructgenError
 
 DATA = Path(__file__).resolve().parents[4] / "shared" / "data"
 
