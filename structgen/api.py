@@ -11,12 +11,12 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 from .compiler import GrammarCompiler
 from .engine.compiled import CompiledGrammar
 from .engine.matcher import Matcher
-from .errors import GenerationError
+from .errors import GenerationError, InvalidArgument
 from .deadlines import DEFAULT_TIMEOUT, deadline_after
 
 DEFAULT_MAX_TOKENS = 512
@@ -40,27 +40,44 @@ def resolve_model(model):
     return model
 
 
-def _run(model, grammar: CompiledGrammar, prompt_text: str, *, max_tokens: int, temperature: float | None,
-         top_p: float, top_k: int, seed: int | None, sampler: str | None = None, particles: int = 8,
-         speculative: bool = True, hmm: Any = None, timeout: float | None = None):
-    """Decode one output: the runtime's loop (greedy by default; ``speculative``: drafts verified in
-    one forward pass, the same output) or, with ``sampler``, one draw from a distribution-correcting
-    sampler (``structgen.runtime.sampling``)."""
+def _run(model, grammar: CompiledGrammar, prompt_text: str, **kw):
+    """Decode one output (see :func:`_run_tokens`) and return its ``GenerationResult``."""
+    result = None
+    for result in _run_tokens(model, grammar, prompt_text, **kw):
+        pass
+    return result
+
+
+def _run_tokens(model, grammar: CompiledGrammar, prompt_text: str, *, max_tokens: int, temperature: float | None,
+                top_p: float, top_k: int, seed: int | None, sampler: str | None = None, particles: int = 8,
+                speculative: bool = True, hmm: Any = None, timeout: float | None = None) -> Iterator:
+    """Decode one output: yields each token id once it is final, then the ``GenerationResult``.
+
+    The runtime's loop (greedy by default; ``speculative``: drafts verified in one forward pass, the
+    same output) yields tokens as they come; with ``sampler``, a distribution-correcting sampler
+    (``structgen.runtime.sampling``) draws the whole output first, then its tokens come at once."""
     from .runtime.budget import BudgetGuard
-    from .runtime.loop import generate_constrained
+    from .runtime.loop import Decoding, make_drafter
+    from .runtime.sampling import MaskedSampler
 
     deadline = deadline_after(timeout)
     ids = model.encode(prompt_text)
     if sampler is None or sampler == "greedy":
         matcher = Matcher(grammar)
-        return generate_constrained(model, ids, matcher, max_tokens=max_tokens, temperature=temperature or 0.0,
-                                    top_p=top_p, top_k=top_k, seed=seed, budget_guard=BudgetGuard(matcher),
-                                    speculative=speculative, deadline=deadline)
+        decoding = Decoding(model, ids, matcher, max_tokens=max_tokens,
+                            sampler=MaskedSampler(temperature=temperature or 0.0, top_p=top_p, top_k=top_k, seed=seed),
+                            budget_guard=BudgetGuard(matcher), drafter=make_drafter(model, speculative),
+                            deadline=deadline)
+        yield from decoding
+        yield decoding.result()
+        return
     from .runtime.sampling.draw import generate_with_sampler
 
-    return generate_with_sampler(model, grammar, ids, max_tokens=max_tokens, temperature=temperature, top_p=top_p,
-                                 top_k=top_k, seed=seed, sampler=sampler, particles=particles, hmm=hmm,
-                                 deadline=deadline)
+    result = generate_with_sampler(model, grammar, ids, max_tokens=max_tokens, temperature=temperature, top_p=top_p,
+                                   top_k=top_k, seed=seed, sampler=sampler, particles=particles, hmm=hmm,
+                                   deadline=deadline)
+    yield from result.token_ids
+    yield result
 
 
 def _run_many(model, grammar: CompiledGrammar, prompt_texts: list[str], *, max_tokens: int,
@@ -154,7 +171,7 @@ def generate_json(model, schema: Any, prompt: str | None = None, *, max_tokens: 
                   sampler: str | None = None, particles: int = 8, speculative: bool = True,
                   prompts: list[str | None] | None = None, return_exceptions: bool = False, hmm: Any = None,
                   reasoning: bool = False, think_start: str = "<think>", think_end: str = "</think>",
-                  timeout: float | None = DEFAULT_TIMEOUT) -> Any:
+                  timeout: float | None = DEFAULT_TIMEOUT, stream: bool = False) -> Any:
     """Generate one JSON value that satisfies ``schema`` and return it parsed.
 
     ``schema``: a dict, JSON text, or a Pydantic model class (then an instance
@@ -194,6 +211,11 @@ def generate_json(model, schema: Any, prompt: str | None = None, *, max_tokens: 
     ``timeout`` (seconds, default 300; None for no limit): a ceiling on the call's decoding (a
     batch shares it).  Past it ``GenerationError`` (``reason="timeout"``) says where the time went
     and which checks at value boundaries the search was trying to satisfy.
+
+    ``stream=True`` returns an iterator of :class:`~structgen.streaming.StreamEvent` instead: the
+    new text and token ids of each step and ``partial``, the value written so far (a partial
+    dict/list whose every part is a prefix of the final value); the last event (``done``) carries
+    the validated ``value`` and the ``result``.  Decoding happens as the iterator is read.
     """
     from .grammar.json_schema import normalize_schema_input
 
@@ -201,7 +223,7 @@ def generate_json(model, schema: Any, prompt: str | None = None, *, max_tokens: 
     pyd = schema if isinstance(schema, type) and hasattr(schema, "model_validate") else None
     schema_dict = normalize_schema_input(schema)
     if reasoning and sampler == "decog":
-        raise ValueError("reasoning=True does not combine with sampler='decog'")
+        raise InvalidArgument("reasoning=True does not combine with sampler='decog'")
     grammar = None if reasoning else compiler_for(model).compile_json_schema(
         schema_dict, whitespace=whitespace, strict=strict, lenient=lenient)
 
@@ -226,10 +248,24 @@ def generate_json(model, schema: Any, prompt: str | None = None, *, max_tokens: 
               particles=particles, speculative=speculative, hmm=hmm, timeout=timeout)
     if prompts is not None:
         if prompt is not None:
-            raise ValueError("give prompt= or prompts=, not both")
+            raise InvalidArgument("give prompt= or prompts=, not both")
+        if stream:
+            raise InvalidArgument("stream=True takes one prompt, not prompts=")
         return _batch_outputs(_run_many(model, grammar, [prompt_text(p) for p in prompts], **kw), finish,
                               return_exceptions)
-    return finish(_run(model, grammar, prompt_text(prompt), **kw))
+    return _single(model, grammar, prompt_text(prompt), finish, stream, json_partial=True,
+                   json_after=think_end.encode() if reasoning else None, **kw)
+
+
+def _single(model, grammar: CompiledGrammar, prompt_text: str, finish, stream: bool, *, json_partial: bool = False,
+            json_after: bytes | None = None, **kw) -> Any:
+    """One prompt: ``finish(result)``, or with ``stream`` the events of its decoding."""
+    if not stream:
+        return finish(_run(model, grammar, prompt_text, **kw))
+    from .streaming import stream_events
+
+    return stream_events(_run_tokens(model, grammar, prompt_text, **kw), model.info.token_bytes, finish,
+                         json_partial=json_partial, json_after=json_after)
 
 
 def _json_value(grammar: CompiledGrammar, result, pyd, validator=None) -> Any:
@@ -255,9 +291,9 @@ def generate_regex(model, pattern: str, prompt: str | None = None, *, max_tokens
                    system: str | None = None, chat: bool = True, sampler: str | None = None,
                    particles: int = 8, speculative: bool = True, prompts: list[str] | None = None,
                    return_exceptions: bool = False, hmm: Any = None,
-                   timeout: float | None = DEFAULT_TIMEOUT) -> str | list:
+                   timeout: float | None = DEFAULT_TIMEOUT, stream: bool = False) -> str | list:
     """Generate text that fully matches ``pattern`` (Python regex syntax); ``speculative``,
-    ``prompts``, ``return_exceptions`` and ``timeout`` as in :func:`generate_json`."""
+    ``prompts``, ``return_exceptions``, ``timeout`` and ``stream`` as in :func:`generate_json`."""
     model = resolve_model(model)
     grammar = compiler_for(model).compile_regex(pattern)
 
@@ -269,22 +305,24 @@ def generate_regex(model, pattern: str, prompt: str | None = None, *, max_tokens
     return _generate_text(model, grammar, prompt, prompts, finish, system=system, chat=chat,
                           return_exceptions=return_exceptions, max_tokens=max_tokens, temperature=temperature,
                           top_p=top_p, top_k=top_k, seed=seed, sampler=sampler, particles=particles,
-                          speculative=speculative, hmm=hmm, timeout=timeout)
+                          speculative=speculative, hmm=hmm, timeout=timeout, stream=stream)
 
 
 def _generate_text(model, grammar: CompiledGrammar, prompt: str | None, prompts: list[str] | None, finish, *,
-                   system: str | None, chat: bool, return_exceptions: bool, **kw) -> Any:
+                   system: str | None, chat: bool, return_exceptions: bool, stream: bool = False, **kw) -> Any:
     """The regex and grammar entry points: one prompt, or a batch of them."""
     def text(p: str) -> str:
         return model.chat_prompt(p, system=system) if chat else p
 
     if prompts is not None:
         if prompt is not None:
-            raise ValueError("give prompt= or prompts=, not both")
+            raise InvalidArgument("give prompt= or prompts=, not both")
+        if stream:
+            raise InvalidArgument("stream=True takes one prompt, not prompts=")
         return _batch_outputs(_run_many(model, grammar, [text(p) for p in prompts], **kw), finish, return_exceptions)
     if prompt is None:
-        raise ValueError("a prompt is needed (or prompts= for a batch)")
-    return finish(_run(model, grammar, text(prompt), **kw))
+        raise InvalidArgument("a prompt is needed (or prompts= for a batch)")
+    return _single(model, grammar, text(prompt), finish, stream, **kw)
 
 
 def generate_grammar(model, grammar: str | Path, prompt: str | None = None, *, start: str | list[str] | None = None,
@@ -293,10 +331,10 @@ def generate_grammar(model, grammar: str | Path, prompt: str | None = None, *, s
                      top_k: int = 0, seed: int | None = None, system: str | None = None, chat: bool = True,
                      sampler: str | None = None, particles: int = 8, speculative: bool = True,
                      prompts: list[str] | None = None, return_exceptions: bool = False, hmm: Any = None,
-                     timeout: float | None = DEFAULT_TIMEOUT) -> str | list:
+                     timeout: float | None = DEFAULT_TIMEOUT, stream: bool = False) -> str | list:
     """Generate text in the language of a Lark grammar (text, a ``.lark`` path, or a shipped grammar's
     name: ``"json"``, ``"sql"``, ``"sparql"``, ``"arithmetic"``, ``"python"``, ``"lark"``); ``speculative``,
-    ``prompts``, ``return_exceptions`` and ``timeout`` as in :func:`generate_json`; ``start`` and ``indenter``
+    ``prompts``, ``return_exceptions``, ``timeout`` and ``stream`` as in :func:`generate_json`; ``start`` and ``indenter``
     as in :meth:`GrammarCompiler.compile_lark <structgen.compiler.GrammarCompiler.compile_lark>`
     (``indenter="python"`` with lark's ``python.lark``, start ``file_input``)."""
     model = resolve_model(model)
@@ -304,14 +342,14 @@ def generate_grammar(model, grammar: str | Path, prompt: str | None = None, *, s
     return _generate_text(model, compiled, prompt, prompts, lambda r: r.text, system=system, chat=chat,
                           return_exceptions=return_exceptions, max_tokens=max_tokens, temperature=temperature,
                           top_p=top_p, top_k=top_k, seed=seed, sampler=sampler, particles=particles,
-                          speculative=speculative, hmm=hmm, timeout=timeout)
+                          speculative=speculative, hmm=hmm, timeout=timeout, stream=stream)
 
 
 def reasoning_spec(schema: Any, *, think_start: str | None = "<think>", think_end: str = "</think>") -> dict:
     """The structural tag of "think first, then the JSON": ``think_start`` (None: the prompt opened
     it), free text up to ``think_end``, up to two blanks or newlines, then a value of ``schema``."""
     if not think_end:
-        raise ValueError("think_end must not be empty")
+        raise InvalidArgument("think_end must not be empty")
     elements: list[dict] = [{"type": "const_string", "value": think_start}] if think_start else []
     elements += [{"type": "any_text"}, {"type": "const_string", "value": think_end},
                  {"type": "regex", "pattern": "[ \\n]{0,2}"}, {"type": "json_schema", "json_schema": schema}]
@@ -324,7 +362,7 @@ def _reasoning_grammar(model, schema: Any, prompt_texts: list[str], think_start:
 
     opened = {bool(think_start) and t.rstrip().endswith(think_start.strip()) for t in prompt_texts}
     if len(opened) > 1:
-        raise ValueError(f"some prompts end with {think_start!r} and others do not: decode them in separate calls")
+        raise InvalidArgument(f"some prompts end with {think_start!r} and others do not: decode them in separate calls")
     spec = reasoning_spec(schema, think_start=None if opened.pop() else think_start, think_end=think_end)
     return compiler_for(model).compile_structural_tag(spec, **opts), make_validator(schema)
 
@@ -349,7 +387,7 @@ def generate_structural_tag(model, spec: Any, prompt: str | None = None, *, whit
                             seed: int | None = None, system: str | None = None, chat: bool = True,
                             sampler: str | None = None, particles: int = 8, speculative: bool = True,
                             prompts: list[str] | None = None, return_exceptions: bool = False, hmm: Any = None,
-                            timeout: float | None = DEFAULT_TIMEOUT):
+                            timeout: float | None = DEFAULT_TIMEOUT, stream: bool = False):
     """Generate text under a structural tag (XGrammar's format as a dict or JSON text: free text, and
     the segments its triggers select -- tool calls whose JSON follows each tool's schema, ...; see
     ``structgen.grammar.structural_tag``).  Returns a
@@ -357,7 +395,7 @@ def generate_structural_tag(model, spec: Any, prompt: str | None = None, *, whit
     begin, content, end, offsets and, for a JSON content, its parsed ``value``, validated with
     jsonschema) and the decoding ``result``.  ``whitespace`` / ``strict`` / ``lenient``: how the
     embedded JSON Schemas compile (as in :func:`generate_json`); ``speculative``, ``prompts``,
-    ``return_exceptions`` and ``timeout`` as in :func:`generate_json`."""
+    ``return_exceptions``, ``timeout`` and ``stream`` as in :func:`generate_json`."""
     from .grammar.structural_tag import load_structural_tag
     from .structural_output import StructuralTagOutput, read_segments
 
@@ -371,4 +409,4 @@ def generate_structural_tag(model, spec: Any, prompt: str | None = None, *, whit
     return _generate_text(model, compiled, prompt, prompts, finish, system=system, chat=chat,
                           return_exceptions=return_exceptions, max_tokens=max_tokens, temperature=temperature,
                           top_p=top_p, top_k=top_k, seed=seed, sampler=sampler, particles=particles,
-                          speculative=speculative, hmm=hmm, timeout=timeout)
+                          speculative=speculative, hmm=hmm, timeout=timeout, stream=stream)

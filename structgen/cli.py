@@ -512,23 +512,50 @@ def _add_generate(sub) -> None:
     p.set_defaults(func=_run_generate)
 
 
+def _checked_constraint(args):
+    """The constraint's front end, run before the model loads (seconds): the schema (read from its
+    file, or inline JSON) checked against its metaschema, the regex compiled, the grammar loaded by
+    lark.  Returns the schema for --schema, else None; raises a StructgenError naming what is wrong."""
+    if args.schema:
+        from .grammar.json_schema import normalize_schema_input
+        from .grammar.json_schema.input import check_schema
+
+        schema = normalize_schema_input(args.schema)
+        check_schema(schema)
+        return schema
+    if args.regex:
+        from .grammar.regex import compile_regex
+
+        compile_regex(args.regex)
+        return None
+    from .grammar.lark import lark_to_ir, load_lark_text
+    from .shipped import shipped_grammar
+
+    named = shipped_grammar(args.grammar)
+    if named is None:
+        text, source = load_lark_text(args.grammar)
+        lark_to_ir(text, start=args.start or "start", source=source, indenter=args.indenter)
+    return None
+
+
 def _run_generate(args) -> int:
     import json as _json
     import os
 
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    from .api import generate_grammar, generate_json, generate_regex
     from .errors import StructgenError
-    from .models import load_model
 
     try:
+        schema = _checked_constraint(args)  # a bad schema, regex or grammar is said before the model loads
+        from .api import generate_grammar, generate_json, generate_regex
+        from .models import load_model
+
         model = load_model(args.model, quantized=args.quantized)
         kw = dict(max_tokens=args.max_tokens, temperature=args.temperature, seed=args.seed, sampler=args.sampler,
                   particles=args.particles, speculative=args.speculative, hmm=args.hmm,
                   timeout=args.timeout or None)
         if args.schema:
-            text = Path(args.schema).read_text() if Path(args.schema).exists() else args.schema
-            value = generate_json(model, _json.loads(text), args.prompt, whitespace=args.whitespace, **kw)
+            value = generate_json(model, schema, args.prompt, whitespace=args.whitespace, **kw)
             print(_json.dumps(value, indent=2, ensure_ascii=False))
         elif args.regex:
             print(generate_regex(model, args.regex, args.prompt, **kw))

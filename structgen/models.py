@@ -17,8 +17,10 @@ matters more than bit-for-bit reproducibility.
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import os
+import sys
 import shutil
 import tempfile
 import warnings
@@ -59,6 +61,12 @@ class Model:
     source: str = field(default="", repr=False)
     #: True when the GGUF's 4-bit layers run as 4-bit weights (``load_model(quantized=True)``).
     quantized: bool = False
+
+    @property
+    def context_length(self) -> int | None:
+        """Tokens the model can attend over (prompt and output together), from its config."""
+        n = getattr(self.hf_model.config, "max_position_embeddings", None)
+        return int(n) if n else None
 
     def chat_prompt(self, user: str, system: str | None = None) -> str:
         """The prompt text for one user turn, ending where the assistant's reply starts.
@@ -105,9 +113,41 @@ def _models_root(cache_dir: str | os.PathLike[str] | None) -> Path:
     return Path(cache_dir).expanduser() if cache_dir is not None else cache_root() / "models"
 
 
+_DIGESTS: dict[str, str] = {}
+
+
 def _source_key(p: Path) -> str:
+    """The GGUF's content (a SHA-256), so every environment that installs the same file shares one
+    conversion (a key holding the path made ``.venv`` and ``.venv-vllm`` evict each other's 519 MB).
+    Hashing reads the file once per (path, size, mtime): remembered here and in a small file beside
+    the converted models."""
     st = p.stat()
-    return f"{p.resolve()}:{st.st_size}:{st.st_mtime_ns}"
+    stamp = f"{p.resolve()}:{st.st_size}:{st.st_mtime_ns}"
+    hit = _DIGESTS.get(stamp)
+    if hit is not None:
+        return hit
+    memo = cache_root() / "models" / ".gguf-digests.json"
+    try:
+        known = json.loads(memo.read_text())
+    except (OSError, ValueError):
+        known = {}
+    digest = known.get(stamp)
+    if digest is None:
+        h = hashlib.sha256()
+        with p.open("rb") as f:
+            for chunk in iter(lambda: f.read(1 << 22), b""):
+                h.update(chunk)
+        digest = f"sha256:{h.hexdigest()}"
+        known[stamp] = digest
+        try:
+            memo.parent.mkdir(parents=True, exist_ok=True)
+            tmp = memo.with_name(f".{memo.name}.{os.getpid()}")
+            tmp.write_text(json.dumps(known))
+            tmp.replace(memo)
+        except OSError:
+            pass  # a read-only cache: hash again next time
+    _DIGESTS[stamp] = digest
+    return digest
 
 
 def _folder_ok(folder: Path, key: str) -> bool:
@@ -218,6 +258,8 @@ def _load_gguf_cached(gguf: Path, name: str, dtype: torch.dtype, root: Path) -> 
             model = AutoModelForCausalLM.from_pretrained(str(fp32), dtype=dtype)
             tok = AutoTokenizer.from_pretrained(str(fp32))
         else:
+            print(f"structgen: converting {gguf.name} to a {_dtype_name(dtype)} transformers model, once "
+                  f"(about 20-40 s); it is cached in {folder}", file=sys.stderr, flush=True)
             model = _gguf_model(gguf, dtype)
             _strip_quantization(model)
             tok = _gguf_tokenizer(gguf, name, root)

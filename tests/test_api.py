@@ -3,6 +3,7 @@ SmolLM2 tokenizer: outputs validate, Pydantic classes come back as instances, er
 structgen's or ValueError with the reason."""
 from __future__ import annotations
 
+import json
 import re
 
 import jsonschema
@@ -87,3 +88,31 @@ def test_timeout_must_be_positive(tiny_model):
 
     with pytest.raises(InvalidArgument, match="timeout"):
         generate_json(tiny_model, SCHEMA, timeout=0)
+
+
+def test_a_schema_path_is_read_and_a_missing_one_named(tiny_model, tmp_path):
+    from structgen.errors import SchemaError
+
+    f = tmp_path / "point.json"
+    f.write_text(json.dumps(SCHEMA))
+    for given in (f, str(f)):
+        assert set(generate_json(tiny_model, given, max_tokens=40)) >= set(SCHEMA.get("required", []))
+    with pytest.raises(SchemaError, match="nope.json not found"):
+        generate_json(tiny_model, "schemas/nope.json")
+
+
+def test_a_prompt_past_the_context_fails_before_prefill(tiny_model):
+    """The tiny model holds 1,024 positions: the prompt and max_tokens must fit in them."""
+    long_prompt = "Tell me more. " * 400
+    with pytest.raises(GenerationError, match="exceed the model's context") as e:
+        generate_json(tiny_model, SCHEMA, long_prompt, max_tokens=40)
+    assert e.value.reason == "context" and "1024" in str(e.value)
+
+
+def test_bad_decoding_arguments_are_structgen_errors(tiny_model):
+    from structgen.errors import InvalidArgument
+
+    with pytest.raises(InvalidArgument, match="temperature"):
+        generate_json(tiny_model, SCHEMA, temperature=-1)
+    with pytest.raises(InvalidArgument, match="sampl"):
+        generate_json(tiny_model, SCHEMA, sampler="nope")

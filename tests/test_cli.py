@@ -39,3 +39,21 @@ def test_bench_samplers_toy_part_runs(tmp_path, capsys):
     res = json.loads((tmp_path / "samplers.json").read_text())
     assert {r["method"] for r in res["toy"]["rows"]} == {"masked", "asap", "awrs", "smc"}
     assert (tmp_path / "samplers-tv.png").stat().st_size > 1000
+
+
+@pytest.mark.parametrize("argv, said", [
+    (["--schema", "missing.json"], "schema file missing.json not found"),
+    (["--schema", '{"type": "strin"}'], "#/type"),
+    (["--regex", "("], "invalid regular expression"),
+    (["--grammar", "start: undefined_rule"], "undefined_rule"),
+])
+def test_a_bad_constraint_is_said_before_the_model_loads(argv, said, capsys, monkeypatch):
+    import structgen.models
+
+    def no_load(*a, **k):
+        raise AssertionError("the model was loaded before the constraint was checked")
+
+    monkeypatch.setattr(structgen.models, "load_model", no_load)
+    assert main(["generate", *argv, "a prompt"]) == 1
+    err = capsys.readouterr().err
+    assert said in err and "Traceback" not in err and len(err.strip().splitlines()) == 1, err

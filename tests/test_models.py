@@ -67,3 +67,15 @@ def test_default_model_cached_load_is_fast(tmp_path, monkeypatch):
     assert m.name == "SmolLM2-135M-Instruct" and m.info.vocab_size == 49152
     assert m.info.eos_ids == (2,)
     assert m.chat_prompt("hi").endswith("<|im_start|>assistant\n")
+
+
+def test_the_conversion_cache_is_keyed_by_the_gguf_content(tmp_path):
+    """Two environments installing the same GGUF (two paths, two mtimes) share one conversion."""
+    from structgen.models import _source_key
+
+    a, b, c = tmp_path / "a" / "m.gguf", tmp_path / "b" / "m.gguf", tmp_path / "c.gguf"
+    for p, data in ((a, b"GGUF same bytes"), (b, b"GGUF same bytes"), (c, b"GGUF other bytes")):
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_bytes(data)
+    assert _source_key(a) == _source_key(b) != _source_key(c)
+    assert _source_key(a).startswith("sha256:")

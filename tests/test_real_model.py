@@ -95,7 +95,8 @@ def test_python_under_python_lark_parses(smol, i):
 
     c = CORPORA["python"]
     out = generate_grammar(smol, c.grammar, PYTHON_PROMPTS[i], start=c.start, indenter=c.indenter,
-                           max_tokens=120, temperature=0 if i < 2 else 0.8, seed=i)
+                           max_tokens=120, temperature=0 if i < 2 else 0.8, seed=i,
+                           timeout=None)  # sampled: minutes in the budget guard's parser search (issue 34)
     print(out)
     ast.parse(out)
     assert out.strip()

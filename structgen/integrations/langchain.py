@@ -218,12 +218,25 @@ class StructgenOutputParser(JsonOutputParser):
     """Parses a structured answer: JSON, then the Pydantic class or the JSON Schema.
 
     Failures raise ``OutputParserException`` (with ``llm_output``).  Streaming
-    yields partial dicts for dict schemas and the validated instance, once,
-    for a Pydantic class.
+    yields partial dicts for dict schemas and, for a Pydantic class, partial
+    instances (``model_construct`` of the fields written so far, unvalidated:
+    a string field holds its text so far) and then the validated instance.
     """
 
     pydantic_object: Optional[Any] = None  # type: ignore[assignment]
     json_schema: Optional[dict] = None
+
+    def _partial_instance(self, text: str) -> Any:
+        """The Pydantic class built from the fields written so far (None before the first)."""
+        from ..partial_json import parse_partial
+
+        try:
+            value = parse_partial(text)
+        except ValueError:
+            return None
+        if not isinstance(value, dict) or not value:
+            return None
+        return self.pydantic_object.model_construct(**value)
 
     def parse_result(self, result: list[Generation], *, partial: bool = False) -> Any:
         text = result[0].text
@@ -232,7 +245,7 @@ class StructgenOutputParser(JsonOutputParser):
                 try:
                     return self._validate(json.loads(text))
                 except (OutputParserException, ValueError):
-                    return None
+                    return self._partial_instance(text)
             try:
                 return super().parse_result(result, partial=True)
             except OutputParserException:

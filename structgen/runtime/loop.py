@@ -27,8 +27,7 @@ from typing import Any, Iterator, Protocol, Sequence
 
 import torch
 
-from ..deadlines import DEFAULT_TIMEOUT, deadline_after
-from ..errors import GenerationError
+from ..errors import GenerationError, InvalidArgument
 from .budget import BudgetGuard
 from .drafts import Drafter, DraftStats
 from .kv_cache import KVCacheModel
@@ -43,8 +42,7 @@ __all__ = [
     "generate_constrained",
     "generate_unconstrained",
     "MAX_BACKTRACKS",
-    "DEFAULT_TIMEOUT",
-    "deadline_after",
+    "check_context",
     "make_drafter",
 ]
 
@@ -52,6 +50,17 @@ __all__ = [
 MAX_BACKTRACKS = 64
 #: guard refusals in one draw after which the rest of the guard's verdicts are taken in one pass
 GUARD_SWEEP_AFTER = 16
+
+
+def check_context(model: Any, prompt_tokens: int, max_tokens: int) -> None:
+    """Refuse, before any forward pass, a prompt and budget the model's context cannot hold (the
+    model would run past its positions and write garbage)."""
+    limit = getattr(model, "context_length", None)
+    if limit and prompt_tokens + max_tokens > limit:
+        what = "the prompt alone" if prompt_tokens >= limit else "the prompt and max_tokens together"
+        raise GenerationError(f"{what} exceed the model's context: {prompt_tokens} prompt tokens + max_tokens="
+                              f"{max_tokens} > {limit} positions; shorten the prompt or lower max_tokens",
+                              reason="context", num_tokens=0)
 
 
 class MatcherProtocol(Protocol):
@@ -121,10 +130,11 @@ class Decoding:
                  optional: bool = False, deadline: float | None = None, stop_at_eos: bool = True,
                  drafter: Drafter | None = None, kv: Any = None) -> None:
         if max_tokens < 0:
-            raise ValueError(f"max_tokens must be >= 0, got {max_tokens}")
+            raise InvalidArgument(f"max_tokens must be >= 0, got {max_tokens}")
         self.prompt = [int(t) for t in prompt_ids]
         if not self.prompt:
-            raise ValueError("prompt_ids must not be empty (the first forward pass needs a token)")
+            raise InvalidArgument("prompt_ids must not be empty (the first forward pass needs a token)")
+        check_context(model, len(self.prompt), max_tokens)
         self.model = model
         self.info = model.info
         self.matcher = matcher
@@ -159,7 +169,7 @@ class Decoding:
         """Take the last ``n`` generated tokens back (matcher and KV cache) and return the logits
         predicting the next token again."""
         if not 0 < n <= len(self.tokens) - self._emitted:
-            raise ValueError(f"cannot roll back {n} of {len(self.tokens)} generated tokens "
+            raise InvalidArgument(f"cannot roll back {n} of {len(self.tokens)} generated tokens "
                              f"({self._emitted} already streamed)")
         if self.matcher is not None:
             self.matcher.rollback(n)
@@ -321,11 +331,12 @@ class Decoding:
             if self.guard is not None and not self.guard.allows(t, remaining):
                 logits[t] = float("-inf")  # the same distribution as masking every token that fails
                 refusals += 1
-                if refusals == GUARD_SWEEP_AFTER:
-                    # many refusals in a row (a tight budget where most tokens cannot finish): one
-                    # pass masks every token the guard refuses, instead of one full draw per token
+                if refusals >= GUARD_SWEEP_AFTER:
+                    # many refusals in a row (a tight budget where most tokens cannot finish): find
+                    # an allowed token without one full draw per refused token
                     self._check_deadline()
-                    self._guard_sweep(logits, remaining)
+                    if self._guard_sweep(logits, remaining):
+                        refusals = -(1 << 30)  # swept: the next draw is allowed (or nothing is left)
                 continue
             if t in self.eos:
                 if not matcher.is_accepting() or not matcher.accept_token(t):
@@ -337,21 +348,49 @@ class Decoding:
             raise GenerationError(f"the matcher rejected token {t}, which its own mask allowed",
                                   partial=self.partial_text(), reason="rejected", num_tokens=len(self.tokens))
 
-    def _guard_sweep(self, logits: torch.Tensor, remaining: int) -> None:
-        """Set to ``-inf`` every still-allowed token the budget guard refuses.  Greedy decoding needs
-        only the best token the guard allows: tokens are tried from the highest logit down (ties by
-        id, as argmax breaks them) and the sweep stops at the first one it allows."""
+    def _guard_sweep(self, logits: torch.Tensor, remaining: int) -> bool:
+        """After many refusals in one draw of a plain sampler (greedy, or temperature without
+        top-k / top-p): narrow ``logits`` so that the sampler's next draw is a token the budget guard
+        allows, drawn from the distribution of masking every token it refuses.  False (nothing done)
+        for other samplers, which go on drawing one token at a time.
+
+        * greedy: tokens are tried from the highest logit down (ties by id, as argmax breaks them);
+          those above the first one the guard allows are masked;
+        * sampling: rejection in batches of 64 draws with the sampler's own generator from the
+          masked distribution less the tokens already refused (the same target), each token asked
+          once; the token drawn is the one left open.
+        Either way no token is asked twice, the sweep stops at the first token allowed, and the
+        deadline is checked as it goes."""
+        smp = self.sampler
+        if not (isinstance(smp, MaskedSampler) and smp.top_p == 1.0 and smp.top_k == 0):
+            return False
         allows = self.guard.allows
-        greedy = isinstance(self.sampler, MaskedSampler) and self.sampler.temperature == 0.0
         ids = torch.isfinite(logits).nonzero().squeeze(1)
-        if greedy:
+        if smp.temperature == 0.0:
             ids = ids[torch.sort(logits[ids], descending=True, stable=True).indices]
-        for t in ids.tolist():
-            if t in self.eos or allows(t, remaining):
-                if greedy:
-                    return
-                continue
-            logits[t] = float("-inf")
+            for n, t in enumerate(ids.tolist()):
+                if t in self.eos or allows(t, remaining):
+                    logits[ids[:n]] = float("-inf")
+                    return True
+                if n % 64 == 63:
+                    self._check_deadline()
+            logits[ids] = float("-inf")
+            return True
+        probs = torch.softmax(logits[ids].double() / smp.temperature, dim=-1)
+        while len(ids) and float(probs.sum()) > 0.0:
+            for k in torch.multinomial(probs, 64, replacement=True, generator=smp.generator).tolist():
+                if probs[k] == 0.0:
+                    continue  # refused earlier in this batch
+                t = int(ids[k])
+                if t in self.eos or allows(t, remaining):
+                    keep = logits[t].item()
+                    logits.fill_(float("-inf"))
+                    logits[t] = keep
+                    return True
+                probs[k] = 0.0
+            self._check_deadline()
+        logits[ids] = float("-inf")
+        return True
 
     def _check_deadline(self) -> None:
         if self.deadline is not None and time.monotonic() > self.deadline:

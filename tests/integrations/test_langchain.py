@@ -163,6 +163,18 @@ def test_stream_is_per_token_and_matches_invoke(llm):
     assert chunks[-1].usage_metadata["output_tokens"] <= 12
 
 
+def test_pydantic_structured_output_streams_partial_instances(llm):
+    runnable = llm.with_structured_output(Person)
+    chunks = list(runnable.stream("Invent a person."))
+    final = runnable.invoke("Invent a person.")
+    assert isinstance(final, Person) and chunks[-1] == final  # greedy: the same answer both ways
+    assert len(chunks) >= 3 and all(isinstance(c, Person) for c in chunks)
+    for c in chunks[:-1]:  # fields as far as they were written: each a prefix of the final field
+        for name, v in c.__dict__.items():
+            assert name in Person.model_fields
+            assert v == getattr(final, name) or (isinstance(v, str) and getattr(final, name).startswith(v))
+
+
 def test_stop_sequences_cut_free_text_in_invoke_and_stream(llm):
     full = llm.invoke("Write something.", max_tokens=24).content
     assert len(full) > 6

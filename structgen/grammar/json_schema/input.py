@@ -4,7 +4,9 @@ check; jsonschema validators with format assertion (for final and value checks).
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from ...errors import SchemaError
@@ -23,9 +25,12 @@ class SchemaOptions:
 
 
 def normalize_schema_input(schema: Any) -> Any:
-    """Accept a dict/bool, JSON text, a Pydantic model class, a dataclass or a TypedDict."""
+    """Accept a dict/bool, JSON text, the path of a JSON file (``str`` or ``Path``), a Pydantic
+    model class, a dataclass or a TypedDict."""
     if isinstance(schema, (dict, bool)):
         return schema
+    if isinstance(schema, os.PathLike) or (isinstance(schema, str) and _looks_like_a_path(schema)):
+        return read_schema_file(schema)
     if isinstance(schema, (str, bytes)):
         try:
             return json.loads(schema)
@@ -39,6 +44,29 @@ def normalize_schema_input(schema: Any) -> Any:
         return TypeAdapter(schema).json_schema()
     except Exception as e:  # noqa: BLE001 - any failure means "not a schema"
         raise SchemaError(f"cannot turn {schema!r} into a JSON Schema: {e}") from None
+
+
+def _looks_like_a_path(text: str) -> bool:
+    """Not JSON text (which starts with a JSON value) but a file name: ends in .json, or names a file."""
+    t = text.strip()
+    if not t or t[0] in '{["-0123456789' or t in ("true", "false", "null") or "\n" in t:
+        return False
+    return t.endswith(".json") or Path(t).is_file()
+
+
+def read_schema_file(path: str | os.PathLike) -> Any:
+    """A JSON Schema read from a file, with errors that name the file."""
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise SchemaError(f"schema file {p} not found") from None
+    except OSError as e:
+        raise SchemaError(f"cannot read schema file {p}: {e.strerror or e}") from None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as e:
+        raise SchemaError(f"schema file {p} is not valid JSON: {e}") from None
 
 
 def declared_draft(schema) -> int | None:

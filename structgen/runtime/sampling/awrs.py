@@ -22,6 +22,7 @@ from typing import Callable
 
 import numpy as np
 
+from ...errors import InvalidArgument
 from .constraint import is_viable, limit_to_eos
 from .sequence import SequenceSample
 
@@ -61,7 +62,7 @@ def awrs_step(lp: np.ndarray, viable: Callable[[int], bool], rng: np.random.Gene
     be accepted); ``viable(t)``: the constraint's verdict on one token.  ``None`` (log w = -inf)
     when no token is viable: the particle dies."""
     if estimator not in ESTIMATORS:
-        raise ValueError(f"unknown AWRS estimator {estimator!r}: one of {ESTIMATORS}")
+        raise InvalidArgument(f"unknown AWRS estimator {estimator!r}: one of {ESTIMATORS}")
     p = np.exp(lp)
     live = p > 0
     checks = 0

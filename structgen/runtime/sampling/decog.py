@@ -29,7 +29,7 @@ from typing import Sequence
 
 import numpy as np
 
-from ...errors import GenerationError
+from ...errors import GenerationError, InvalidArgument
 from .hmm import HMM, HMMError
 from .sequence import DeadEnd, SequenceSample
 from .token_dfa import TokenDFA
@@ -132,9 +132,9 @@ class DecoG:
     def __init__(self, hmm: HMM, dfa: TokenDFA, max_len: int, *, top_k: int | None = None,
                  mass: float | None = None, exact_length: bool = False) -> None:
         if top_k is not None and top_k < 1:
-            raise ValueError(f"top_k must be >= 1, got {top_k}")
+            raise InvalidArgument(f"top_k must be >= 1, got {top_k}")
         if mass is not None and not 0.0 < mass <= 1.0:
-            raise ValueError(f"mass must be in (0, 1], got {mass}")
+            raise InvalidArgument(f"mass must be in (0, 1], got {mass}")
         self.hmm, self.dfa, self.max_len = hmm, dfa, max_len
         self.top_k, self.mass, self.exact_length = top_k, mass, exact_length
         self.table = BackwardTable(hmm, dfa, max_len)
@@ -251,7 +251,7 @@ class DecoG:
 def resolve_hmm(hmm, vocab_size: int) -> HMM:
     """An ``HMM`` object, or the path of a saved one; its vocabulary must be the model's."""
     if hmm is None:
-        raise ValueError("the 'decog' sampler needs hmm= (an HMM, or the path of one saved by `structgen hmm distill`)")
+        raise InvalidArgument("the 'decog' sampler needs hmm= (an HMM, or the path of one saved by `structgen hmm distill`)")
     if isinstance(hmm, (str, Path)):
         hmm = HMM.load(hmm)
     if not isinstance(hmm, HMM):

@@ -23,6 +23,7 @@ import weakref
 
 import numpy as np
 
+from ...errors import InvalidArgument
 from .asap import ASAp
 from .awrs import ESTIMATORS, sample_awrs
 from .lm import ModelLM
@@ -53,7 +54,7 @@ def _constraint(model, schema, regex, grammar, start: str, whitespace: str):
 
     given = [x is not None for x in (schema, regex, grammar)]
     if sum(given) != 1:
-        raise ValueError("pass exactly one of schema=, regex= or grammar=")
+        raise InvalidArgument("pass exactly one of schema=, regex= or grammar=")
     comp = compiler_for(model)
     if schema is not None:
         from ...grammar.json_schema import normalize_schema_input
@@ -66,9 +67,9 @@ def _constraint(model, schema, regex, grammar, start: str, whitespace: str):
 
 def _check_method(method: str, estimator: str) -> None:
     if method not in METHODS:
-        raise ValueError(f"unknown sampling method {method!r}: one of {METHODS}")
+        raise InvalidArgument(f"unknown sampling method {method!r}: one of {METHODS}")
     if estimator not in ESTIMATORS:
-        raise ValueError(f"unknown AWRS estimator {estimator!r}: one of {ESTIMATORS}")
+        raise InvalidArgument(f"unknown AWRS estimator {estimator!r}: one of {ESTIMATORS}")
 
 
 def sample(model: Any, prompt: str, *, schema: Any = None, regex: str | None = None, grammar: Any = None,
@@ -91,7 +92,7 @@ def sample(model: Any, prompt: str, *, schema: Any = None, regex: str | None = N
 
     _check_method(method, estimator)
     if n < 1:
-        raise ValueError(f"n must be >= 1, got {n}")
+        raise InvalidArgument(f"n must be >= 1, got {n}")
     model = resolve_model(model)
     compiled, kind = _constraint(model, schema, regex, grammar, start, whitespace)
     text = schema_prompt(schema, prompt) if kind == "json" and method != "decog" else prompt
@@ -198,10 +199,13 @@ def generate_with_sampler(model: Any, grammar: Any, ids: list[int], *, max_token
     from ..loop import GenerationResult
 
     if top_p != 1.0 or top_k:
-        raise ValueError(f"sampler={sampler!r} targets the model's own distribution: top_p/top_k would truncate it")
+        raise InvalidArgument(f"sampler={sampler!r} targets the model's own distribution: top_p/top_k would truncate it")
     if temperature is not None and temperature <= 0:
-        raise ValueError(f"sampler={sampler!r} samples: temperature must be > 0 (or None for 1.0)")
+        raise InvalidArgument(f"sampler={sampler!r} samples: temperature must be > 0 (or None for 1.0)")
     t0 = time.perf_counter()
+    from ..loop import check_context
+
+    check_context(model, len(ids), max_tokens)
     lm = ModelLM(model, ids, temperature=temperature or 1.0, deadline=deadline)
     try:
         samples = draw_samples(lm, grammar, model.info, n=1, method=sampler, particles=particles,

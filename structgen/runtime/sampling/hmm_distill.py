@@ -16,6 +16,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 import torch
 
+from ...errors import InvalidArgument
 from ..kv_cache import causal_lm_forward, new_cache
 from .hmm import HMM, fit_hmm
 
@@ -29,7 +30,7 @@ def read_prompts(path) -> list[str]:
     lines = [ln.strip() for ln in Path(path).read_text(encoding="utf-8").splitlines()]
     prompts = [ln for ln in lines if ln]
     if not prompts:
-        raise ValueError(f"{path} holds no prompts (one prompt a line)")
+        raise InvalidArgument(f"{path} holds no prompts (one prompt a line)")
     return prompts
 
 
@@ -38,7 +39,7 @@ def sample_continuations(model: Any, prompts: Sequence[str], *, samples_per_prom
                          progress: Callable[[int], None] | None = None) -> list[list[int]]:
     """``samples_per_prompt`` sampled outputs (token ids, EOS kept where the output ended) per prompt."""
     if temperature <= 0:
-        raise ValueError(f"temperature must be > 0, got {temperature}")
+        raise InvalidArgument(f"temperature must be > 0, got {temperature}")
     info = model.info
     vocab = info.vocab_size
     eos = torch.tensor(sorted(info.eos_ids), dtype=torch.long)

@@ -17,7 +17,7 @@ from typing import Any, Protocol, Sequence
 import numpy as np
 import torch
 
-from ...errors import GenerationError
+from ...errors import GenerationError, InvalidArgument
 from ..kv_cache import KVCacheModel, causal_lm_forward, new_cache
 
 __all__ = ["TokenLM", "Particles", "ModelLM", "ModelParticles", "PrefixParticles", "HashLM"]
@@ -56,11 +56,14 @@ class ModelLM:
     def __init__(self, model: Any, prompt_ids: Sequence[int], *, temperature: float = 1.0,
                  cache_bytes: int = 512 << 20, deadline: float | None = None) -> None:
         if temperature <= 0:
-            raise ValueError(f"temperature must be > 0 for sampling, got {temperature}")
+            raise InvalidArgument(f"temperature must be > 0 for sampling, got {temperature}")
         self.model = model
         self.prompt = [int(t) for t in prompt_ids]
         if not self.prompt:
-            raise ValueError("the prompt must not be empty")
+            raise InvalidArgument("the prompt must not be empty")
+        from ..loop import check_context
+
+        check_context(model, len(self.prompt), 0)  # samplers bound the output themselves (max_tokens)
         self.temperature = float(temperature)
         self.vocab_size = model.info.vocab_size
         self.eos_ids = tuple(model.info.eos_ids)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import torch
 
-from ...errors import GenerationError
+from ...errors import GenerationError, InvalidArgument
 
 __all__ = ["sample_next", "filter_logits", "MaskedSampler", "NoTokenAllowed"]
 
@@ -25,9 +25,9 @@ def filter_logits(logits_1d: torch.Tensor, *, top_p: float = 1.0, top_k: int = 0
     most likely allowed one) always survives.
     """
     if not 0.0 < top_p <= 1.0:
-        raise ValueError(f"top_p must be in (0, 1], got {top_p}")
+        raise InvalidArgument(f"top_p must be in (0, 1], got {top_p}")
     if top_k < 0:
-        raise ValueError(f"top_k must be >= 0, got {top_k}")
+        raise InvalidArgument(f"top_k must be >= 0, got {top_k}")
     x = logits_1d.detach().to(torch.float32).clone()
     neg_inf = float("-inf")
     if top_k and top_k < x.numel():
@@ -61,9 +61,9 @@ def sample_next(
     Raises ``GenerationError`` when every logit is ``-inf`` (nothing allowed).
     """
     if logits_1d.dim() != 1:
-        raise ValueError(f"expected 1-D logits, got shape {tuple(logits_1d.shape)}")
+        raise InvalidArgument(f"expected 1-D logits, got shape {tuple(logits_1d.shape)}")
     if temperature < 0:
-        raise ValueError(f"temperature must be >= 0, got {temperature}")
+        raise InvalidArgument(f"temperature must be >= 0, got {temperature}")
     if temperature == 0.0:
         t = int(torch.argmax(logits_1d))
         if logits_1d[t] == float("-inf"):
@@ -93,11 +93,11 @@ class MaskedSampler:
 
     def __init__(self, *, temperature: float = 0.0, top_p: float = 1.0, top_k: int = 0, seed: int | None = None):
         if temperature < 0:
-            raise ValueError(f"temperature must be >= 0, got {temperature}")
+            raise InvalidArgument(f"temperature must be >= 0, got {temperature}")
         if not 0.0 < top_p <= 1.0:
-            raise ValueError(f"top_p must be in (0, 1], got {top_p}")
+            raise InvalidArgument(f"top_p must be in (0, 1], got {top_p}")
         if top_k < 0:
-            raise ValueError(f"top_k must be >= 0, got {top_k}")
+            raise InvalidArgument(f"top_k must be >= 0, got {top_k}")
         self.temperature, self.top_p, self.top_k, self.seed = temperature, top_p, top_k, seed
         self.log_weight = 0.0
         self.reset()

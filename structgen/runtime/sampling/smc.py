@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ...errors import InvalidArgument
 from .awrs import awrs_step
 from .constraint import is_viable, limit_to_eos
 from .sequence import SequenceSample
@@ -54,7 +55,7 @@ def resample(log_w: np.ndarray, rng: np.random.Generator, scheme: str = "stratif
     elif scheme == "stratified":
         u = (rng.random(n) + np.arange(n)) / n
     else:
-        raise ValueError(f"unknown resampling scheme {scheme!r}: 'systematic' or 'stratified'")
+        raise InvalidArgument(f"unknown resampling scheme {scheme!r}: 'systematic' or 'stratified'")
     return np.searchsorted(cdf, u, side="left").clip(0, n - 1)
 
 
@@ -64,7 +65,7 @@ def run_smc(lm, matcher, rng: np.random.Generator, *, particles: int, max_tokens
     """One SMC run from the matcher's current state (left unchanged).  ``budget_aware``: a token
     is viable only if the output can still finish in the tokens left (see ``is_viable``)."""
     if particles < 1:
-        raise ValueError(f"particles must be >= 1, got {particles}")
+        raise InvalidArgument(f"particles must be >= 1, got {particles}")
     eos = frozenset(lm.eos_ids)
     n = particles
     matchers = [matcher.copy() for _ in range(n)]
