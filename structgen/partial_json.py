@@ -71,37 +71,14 @@ class _Parser:
         return self._scalar()
 
     def _object(self) -> dict:
-        out: dict = {}
-        self.i += 1
-        while True:
-            try:
-                self._ws()
-            except _End:
-                raise _End(out) from None
-            c = self.d[self.i]
-            if c == ord("}"):
-                self.i += 1
-                return out
-            if c == ord(","):
-                self.i += 1
-                continue
-            try:
-                key = self._string()
-            except _End:
-                raise _End(out) from None  # a key being written: not shown yet
-            try:
-                self._ws()
-                if self.d[self.i] != ord(":"):
-                    raise ValueError(f"expected ':' at byte {self.i}")
-                self.i += 1
-                out[key] = self.value()
-            except _End as e:
-                if e.value is not MISSING:
-                    out[key] = e.value
-                raise _End(out) from None
+        return self._container({}, ord("}"), self._member)
 
     def _array(self) -> list:
-        out: list = []
+        return self._container([], ord("]"), self._item)
+
+    def _container(self, out, close: int, read):
+        """Members or items up to ``close``; ``read(out)`` adds one (raising ``_End(out)`` when the
+        text ends inside it)."""
         self.i += 1
         while True:
             try:
@@ -109,18 +86,37 @@ class _Parser:
             except _End:
                 raise _End(out) from None
             c = self.d[self.i]
-            if c == ord("]"):
+            if c == close:
                 self.i += 1
                 return out
             if c == ord(","):
                 self.i += 1
                 continue
-            try:
-                out.append(self.value())
-            except _End as e:
-                if e.value is not MISSING:
-                    out.append(e.value)
-                raise _End(out) from None
+            read(out)
+
+    def _member(self, out: dict) -> None:
+        try:
+            key = self._string()
+        except _End:
+            raise _End(out) from None  # a key being written: not shown yet
+        try:
+            self._ws()
+            if self.d[self.i] != ord(":"):
+                raise ValueError(f"expected ':' at byte {self.i}")
+            self.i += 1
+            out[key] = self.value()
+        except _End as e:
+            if e.value is not MISSING:
+                out[key] = e.value
+            raise _End(out) from None
+
+    def _item(self, out: list) -> None:
+        try:
+            out.append(self.value())
+        except _End as e:
+            if e.value is not MISSING:
+                out.append(e.value)
+            raise _End(out) from None
 
     def _string(self) -> str:
         d = self.d

@@ -79,3 +79,20 @@ def test_the_conversion_cache_is_keyed_by_the_gguf_content(tmp_path):
         p.write_bytes(data)
     assert _source_key(a) == _source_key(b) != _source_key(c)
     assert _source_key(a).startswith("sha256:")
+
+
+def test_the_thread_default_leaves_a_core_free_and_can_be_set(monkeypatch):
+    import os
+
+    from structgen.errors import StructgenError
+    from structgen.models import default_torch_threads
+
+    monkeypatch.delenv("STRUCTGEN_TORCH_THREADS", raising=False)
+    assert default_torch_threads() == max(1, len(os.sched_getaffinity(0)) - 1)
+    monkeypatch.setenv("STRUCTGEN_TORCH_THREADS", "3")
+    assert default_torch_threads() == 3
+    monkeypatch.setenv("STRUCTGEN_TORCH_THREADS", "auto")
+    assert default_torch_threads() is None
+    monkeypatch.setenv("STRUCTGEN_TORCH_THREADS", "many")
+    with pytest.raises(StructgenError, match="STRUCTGEN_TORCH_THREADS"):
+        default_torch_threads()

@@ -85,6 +85,7 @@ PYTHON_PROMPTS = [
 ]
 
 
+@pytest.mark.minutes
 @pytest.mark.parametrize("i", range(len(PYTHON_PROMPTS)))
 def test_python_under_python_lark_parses(smol, i):
     """lark's python.lark with its indenter: every generated program parses with ``ast.parse``

@@ -61,7 +61,9 @@ def test_sql_query(tiny_model):
     ex = _load("sql_query")
     out = ex.main(tiny_model, questions=ex.QUESTIONS[:1], max_tokens=40)
     assert len(out) == 1
-    parser = lark.Lark(ex.GRAMMAR.read_text(), parser="lalr")
+    from structgen.shipped import grammar_file
+
+    parser = lark.Lark(grammar_file(ex.GRAMMAR).read_text(), parser="lalr")
     for _, sql, result in out:
         parser.parse(sql)  # in the grammar's language, as Lark itself reads it
         # SQLite has the last word (unknown columns; and sql.lark lets a keyword run into a name,
