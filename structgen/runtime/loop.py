@@ -48,7 +48,7 @@ __all__ = [
 
 #: Dead ends a decoding may back out of (grammars with checks only: see :class:`Decoding`).
 MAX_BACKTRACKS = 64
-#: guard refusals in one draw after which the rest of the guard's verdicts are taken in one pass
+#: guard refusals in one draw after which :meth:`Decoding._guard_sweep` looks for an allowed token
 GUARD_SWEEP_AFTER = 16
 
 

@@ -16,6 +16,7 @@ def test_cases_are_a_pure_function_of_seed_and_index():
     assert a != [make_case(4, i, KINDS, None) for i in range(12)]
 
 
+@pytest.mark.minutes
 def test_a_seeded_slice_finds_nothing(tmp_path):
     """The CI slice: every kind, run in the supervised worker."""
     summary = run_fuzz(n=120, seed=7, output=tmp_path, progress=False)

@@ -6,6 +6,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from structgen.bench.fuzz import FAILURES
 
 SCRIPT = """
@@ -16,6 +18,7 @@ print(json.dumps(s))
 """
 
 
+@pytest.mark.minutes
 def test_a_slice_with_bounds_checking(tmp_path):
     env = {**os.environ, "NUMBA_BOUNDSCHECK": "1", "NUMBA_CACHE_DIR": str(tmp_path / "numba"), "HF_HUB_OFFLINE": "1"}
     out = subprocess.run([sys.executable, "-c", SCRIPT, "40", str(tmp_path / "fuzz")], env=env,

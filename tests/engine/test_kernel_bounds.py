@@ -10,6 +10,8 @@ import subprocess
 import sys
 import textwrap
 
+import pytest
+
 SCRIPT = textwrap.dedent("""
     import random
     from structgen.tokenizer import load_tokenizer_info
@@ -41,6 +43,7 @@ SCRIPT = textwrap.dedent("""
 """)
 
 
+@pytest.mark.minutes
 def test_kernels_stay_in_bounds(tmp_path):
     env = dict(os.environ, NUMBA_BOUNDSCHECK="1", NUMBA_CACHE_DIR=str(tmp_path / "numba"), HF_HUB_OFFLINE="1")
     out = subprocess.run([sys.executable, "-c", SCRIPT], env=env, capture_output=True, text=True, timeout=600)

@@ -181,6 +181,7 @@ def test_forced_encoder_cuts_an_incomplete_utf8_tail(tiny_model):
     assert enc("é".encode() + b"\xe2\x82") == whole  # the first two bytes of a 3-byte character
 
 
+@pytest.mark.minutes
 @pytest.mark.slow
 def test_greedy_identity_on_the_real_model(smol):
     """The example schema, regex and grammar files and JSONSchemaBench dev schemas on SmolLM2."""

@@ -35,6 +35,7 @@ def test_distilled_samples_are_the_models_and_end_with_eos(smol):
     assert all(t not in eos for s in seqs for t in s[:-1])  # EOS only last, where the output ended
 
 
+@pytest.mark.minutes
 def test_decog_comes_closer_to_the_target_than_masking(smol, hmm):
     from structgen.api import compiler_for
 
