@@ -7,7 +7,7 @@ loop never lets a token through that breaks the constraint.
 from __future__ import annotations
 
 from .errors import (CompileLimitExceeded, GenerationError, GrammarError, InvalidArgument, ModelNotFound,
-                     SchemaError, StructgenError, UnsupportedFeature)
+                     SchemaError, StructgenError, UnsatisfiableSchema, UnsupportedFeature)
 
 __version__ = "0.1.0"
 
@@ -33,7 +33,8 @@ _LAZY = {
     "cache_stats": ("structgen.byte_lru", "cache_stats"),
 }
 
-__all__ = sorted(list(_LAZY) + ["StructgenError", "GrammarError", "SchemaError", "UnsupportedFeature",
+__all__ = sorted(list(_LAZY) + ["StructgenError", "GrammarError", "SchemaError", "UnsatisfiableSchema",
+                                "UnsupportedFeature",
                                 "GenerationError", "InvalidArgument", "ModelNotFound", "CompileLimitExceeded", "__version__"])
 
 

@@ -171,7 +171,8 @@ def generate_json(model, schema: Any, prompt: str | None = None, *, max_tokens: 
                   sampler: str | None = None, particles: int = 8, speculative: bool = True,
                   prompts: list[str | None] | None = None, return_exceptions: bool = False, hmm: Any = None,
                   reasoning: bool = False, think_start: str = "<think>", think_end: str = "</think>",
-                  timeout: float | None = DEFAULT_TIMEOUT, stream: bool = False) -> Any:
+                  timeout: float | None = DEFAULT_TIMEOUT, stream: bool = False, format: str = "assert",
+                  registry: Any = None) -> Any:
     """Generate one JSON value that satisfies ``schema`` and return it parsed.
 
     ``schema``: a dict, JSON text, or a Pydantic model class (then an instance
@@ -208,6 +209,12 @@ def generate_json(model, schema: Any, prompt: str | None = None, *, max_tokens: 
     ``reasoning`` the thinking text (``extra["raw_text"]``: the whole output).  A schema that needs
     checks at value boundaries (``uniqueItems``, ``not``, ...) needs ``lenient=True`` here.
 
+    ``format="assert"`` (default): a known ``format`` (date-time, email, uuid, ...) constrains the
+    string; ``"annotate"`` reads it as the JSON Schema spec's default does, as an annotation.
+    ``registry``: other documents the schema's ``$ref``s name, a ``referencing.Registry`` or a
+    mapping of URI to schema (the draft meta-schemas are always known; nothing is fetched unless the
+    registry's own retriever fetches).
+
     ``timeout`` (seconds, default 300; None for no limit): a ceiling on the call's decoding (a
     batch shares it).  Past it ``GenerationError`` (``reason="timeout"``) says where the time went
     and which checks at value boundaries the search was trying to satisfy.
@@ -224,8 +231,11 @@ def generate_json(model, schema: Any, prompt: str | None = None, *, max_tokens: 
     schema_dict = normalize_schema_input(schema)
     if reasoning and sampler == "decog":
         raise InvalidArgument("reasoning=True does not combine with sampler='decog'")
+    if reasoning and (registry is not None or format != "assert"):
+        raise InvalidArgument("reasoning=True compiles the schema inside a structural tag, which takes neither "
+                              "registry= nor format='annotate'")
     grammar = None if reasoning else compiler_for(model).compile_json_schema(
-        schema_dict, whitespace=whitespace, strict=strict, lenient=lenient)
+        schema_dict, whitespace=whitespace, strict=strict, lenient=lenient, format=format, registry=registry)
 
     def prompt_text(request: str | None) -> str:
         # Deco-G: the prompt carries the task only; the HMM carries the format

@@ -70,6 +70,9 @@ def _add_bench_mask(bench_sub: argparse._SubParsersAction) -> None:
     p.add_argument("--no-plot", action="store_true", help="do not write the CDF plot")
     p.add_argument("--no-warmup", action="store_true",
                    help="skip the warm-up schema run in each new worker (then one-time costs land in the first TTFM)")
+    p.add_argument("--format", choices=["assert", "annotate"], default="assert",
+                   help="how structgen reads `format` (assert: a constraint, the default; annotate: the spec's "
+                        "default reading); peers keep their own")
     p.set_defaults(func=_run_bench_mask)
 
 
@@ -96,6 +99,7 @@ def _run_bench_mask(args: argparse.Namespace) -> int:
         plot=not args.no_plot,
         warmup=not args.no_warmup,
         command="structgen " + " ".join(shlex.quote(a) for a in args._argv),
+        engine_options={"format": args.format},
     )
     try:
         res = run_maskbench(cfg)
@@ -436,11 +440,16 @@ def _add_bench_test_suite(bench_sub) -> None:
                    help="comma-separated engines (structgen, llguidance, xgrammar, outlines-core): score each with "
                         "the MaskBench harness (watchdog process per engine) and print one column per engine")
     p.add_argument("--output", default="bench-out/test-suite", help="results folder for --engines (resumable)")
+    p.add_argument("--format", choices=["annotate", "assert", "both"], default=None,
+                   help="how structgen reads `format`: annotate (the spec's default, as the suite is written), "
+                        "assert (structgen's default for generation) or both (default without --engines; "
+                        "with --engines the default is annotate)")
+    p.add_argument("--failing", action="store_true", help="list every group not handled exactly, with the reason")
     p.set_defaults(func=_run_bench_test_suite)
 
 
 def _run_bench_test_suite(args) -> int:
-    from .bench.schema_suite import run_test_suite
+    from .bench.schema_suite import formats_table, run_test_suite
     from .compiler import GrammarCompiler
     from .tokenizer import load_tokenizer_info
 
@@ -448,26 +457,33 @@ def _run_bench_test_suite(args) -> int:
         return _run_test_suite_engines(args)
 
     comp = GrammarCompiler(load_tokenizer_info(args.tokenizer))
-    report = run_test_suite(comp, args.suite, progress=True)
-    table = report.table()
+    modes = ["annotate", "assert"] if args.format in (None, "both") else [args.format]
+    reports = {m: run_test_suite(comp, args.suite, progress=True, format=m) for m in modes}
+    table = formats_table(reports)
     print(table)
     if args.out:
         Path(args.out).write_text(table + "\n")
-    bad = [g for g in report.groups if g.status in ("invalidation_error", "crash")]
-    for g in bad:
-        print(f"{g.status}: {g.file}#{g.index} {g.description}: {g.detail}", file=sys.stderr)
+    bad = [(m, g) for m, r in reports.items() for g in r.groups if g.status in ("invalidation_error", "crash")]
+    for m, g in bad:
+        print(f"format={m}: {g.status}: {g.file}#{g.index} {g.description}: {g.detail}", file=sys.stderr)
+    if args.failing:
+        for g in reports[modes[0]].groups:
+            if g.status != "exact":
+                print(f"format={modes[0]}: {g.file}#{g.index} [{g.status}] {g.description}: {g.detail}")
     return 1 if bad else 0
 
 
 def _run_test_suite_engines(args) -> int:
     """The suite through every engine's MaskBench adapter: same tokenizer, same protocol."""
     from .bench.maskbench import MaskBenchConfig, run_maskbench
-    from .bench.schema_suite import engines_table, suite_records
+    from .bench.schema_suite import engines_table, suite_records, suite_remotes
 
     engines = [e.strip() for e in args.engines.split(",") if e.strip()]
+    fmt = "annotate" if args.format in (None, "both") else args.format
     cfg = MaskBenchConfig(records=suite_records(args.suite), tokenizer=args.tokenizer,
-                          engines=engines, output=args.output, timeout=60.0, plot=False,
-                          command="structgen bench test-suite --engines " + args.engines)
+                          engines=engines, output=str(Path(args.output) / f"format-{fmt}"), timeout=60.0, plot=False,
+                          command=f"structgen bench test-suite --format {fmt} --engines " + args.engines,
+                          engine_options={"format": fmt, "registry": suite_remotes(args.suite)})
     res = run_maskbench(cfg, echo=lambda s: print(s, file=sys.stderr))
     results = {name: {r["id"]: r for r in recs} for name, recs in res.records.items()}
     table = engines_table(results)
@@ -499,6 +515,10 @@ def _add_generate(sub) -> None:
     p.add_argument("--timeout", type=float, default=300.0,
                    help="seconds before generation stops with an error saying where the time went (0: no limit)")
     p.add_argument("--whitespace", choices=["compact", "flexible"], default="compact")
+    p.add_argument("--format", choices=["assert", "annotate"], default="assert",
+                   help="with --schema: whether `format` constrains strings (assert, default) or is an annotation")
+    p.add_argument("--registry", default=None,
+                   help="with --schema: a JSON file mapping URIs to the schemas its $refs name (nothing is fetched)")
     p.add_argument("--sampler", choices=["masked", "asap", "awrs", "smc", "decog"], default=None,
                    help="draw from a distribution-correcting sampler instead of greedy decoding")
     p.add_argument("--hmm", default=None, help="the HMM for --sampler decog (made by `structgen hmm distill`)")
@@ -522,6 +542,12 @@ def _checked_constraint(args):
 
         schema = normalize_schema_input(args.schema)
         check_schema(schema)
+        if args.registry:
+            from .grammar.json_schema.documents import as_registry
+            from .grammar.json_schema.input import read_schema_file
+
+            args.registry_docs = read_schema_file(args.registry)
+            as_registry(args.registry_docs)  # a bad entry is said now, naming its URI
         return schema
     if args.regex:
         from .grammar.regex import compile_regex
@@ -555,7 +581,8 @@ def _run_generate(args) -> int:
                   particles=args.particles, speculative=args.speculative, hmm=args.hmm,
                   timeout=args.timeout or None)
         if args.schema:
-            value = generate_json(model, schema, args.prompt, whitespace=args.whitespace, **kw)
+            value = generate_json(model, schema, args.prompt, whitespace=args.whitespace, format=args.format,
+                                  registry=getattr(args, "registry_docs", None), **kw)
             print(_json.dumps(value, indent=2, ensure_ascii=False))
         elif args.regex:
             print(generate_regex(model, args.regex, args.prompt, **kw))

@@ -18,7 +18,7 @@ from typing import Any, Iterable
 from .engine.compiled import CompiledGrammar
 from .engine.counted import use_string_automata
 from .engine.exact_masks import warm_up as warm_up_exact_masks
-from .errors import CompileLimitExceeded, GrammarError, SchemaError
+from .errors import CompileLimitExceeded, GrammarError, InvalidArgument, SchemaError, UnsatisfiableSchema
 from .shipped import shipped_grammar
 from .engine.lexer_kernels import warm_up_lexer_kernels
 from .engine.trie import TokenTrie, warm_up_kernels
@@ -378,20 +378,29 @@ class GrammarCompiler:
 
     def compile_json_schema(self, schema: Any, *, whitespace: str = "flexible", strict: bool = False,
                             lenient: bool = False, max_whitespace: int | None = None,
-                            property_order: str = "schema", timeout: float | None = None,
-                            max_memory: int | None = None) -> CompiledGrammar:
+                            property_order: str = "schema", format: str = "assert", registry: Any = None,
+                            timeout: float | None = None, max_memory: int | None = None) -> CompiledGrammar:
         """A JSON Schema (dict, JSON text, or Pydantic model class); see ``structgen.grammar.json_schema``.
 
         ``property_order="schema"`` (default) emits defined properties in definition order, then
         additional ones: deterministic and short for generation.  ``"any"`` accepts members in
         any order -- for checking or completing JSON written elsewhere (MaskBench instances).
+        ``format="assert"`` (default) makes known formats (date-time, email, uuid, ...) constrain
+        strings; ``"annotate"`` reads ``format`` as the spec's default does, as an annotation.
+        ``registry``: the other documents ``$ref`` may name -- a ``referencing.Registry`` (whose
+        retriever, if any, may fetch) or a mapping of URI to schema; the draft meta-schemas are
+        always known, and nothing else is fetched.
         ``timeout`` / ``max_memory``: this call's bounds (see :class:`GrammarCompiler`)."""
         from .grammar.json_schema import SchemaOptions, schema_to_ir, normalize_schema_input
+        from .grammar.json_schema.documents import registry_key
 
         if property_order not in ("schema", "any"):
-            raise ValueError(f"property_order must be 'schema' or 'any', not {property_order!r}")
+            raise InvalidArgument(f"property_order must be 'schema' or 'any', not {property_order!r}")
+        if format not in ("assert", "annotate"):
+            raise InvalidArgument(f"format must be 'assert' or 'annotate', not {format!r}")
         opts = SchemaOptions(whitespace=whitespace, strict=strict, lenient=lenient, max_whitespace=max_whitespace,
-                             property_order=property_order)
+                             property_order=property_order, format=format, registry=registry)
+        reg_key = registry_key(registry)
 
         def build(schema):
             ir, validator = schema_to_ir(schema, opts)
@@ -399,14 +408,14 @@ class GrammarCompiler:
                 return self.compile_ir(ir, kind="json", validator=validator)
             except GrammarError as e:
                 if "derives no string" in str(e):  # e.g. required keys that every oneOf branch also requires
-                    raise SchemaError("no JSON value satisfies this schema (its constraints contradict each other)",
+                    raise UnsatisfiableSchema("no JSON value satisfies this schema (its constraints contradict each other)",
                                       pointer="#") from None
                 raise
 
         def job():
             # parsing, the cache key and the compile all recurse as deep as the schema: all on the compile thread
             doc = normalize_schema_input(schema)
-            return self._cached(("json", json.dumps(doc, sort_keys=True), opts), lambda: build(doc))
+            return self._cached(("json", json.dumps(doc, sort_keys=True), opts, reg_key), lambda: build(doc))
 
         return self._bounded(job, timeout, max_memory)
 

@@ -28,6 +28,11 @@ class SchemaError(StructgenError):
         super().__init__(f"{pointer or '#'}: {message}")
 
 
+class UnsatisfiableSchema(SchemaError):
+    """A valid schema that no JSON value satisfies (``false``, contradicting keywords, an empty
+    ``enum``): nothing can be generated, so it is refused when it is compiled."""
+
+
 class UnsupportedFeature(StructgenError):
     """A schema keyword (or regex construct) structgen cannot enforce exactly.
 

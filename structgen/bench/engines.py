@@ -85,9 +85,13 @@ class MaskEngine:
     "this engine refuses the schema" (classified ``compile_error``); any other
     exception is an engine bug (``crash``).  Peers signal refusals with plain
     exceptions, so it defaults to ``Exception``.
+
+    ``options``: compile options from the run's configuration (``MaskBenchConfig.engine_options``);
+    an adapter reads those it knows and ignores the rest.
     """
 
     name: str = "engine"
+    options: dict = {}
     modules: tuple[str, ...] = ()
     dist: str | None = None
     compile_error_types: tuple[type[BaseException], ...] = (Exception,)
@@ -179,7 +183,8 @@ class StructgenEngine(MaskEngine):
         from structgen.engine.matcher import Matcher
 
         # MaskBench instances list keys in any order (json.dumps of real data): accept them all
-        grammar = self.compiler.compile_json_schema(schema, whitespace="flexible", property_order="any")
+        opts = {k: v for k, v in self.options.items() if k in ("format", "registry")}
+        grammar = self.compiler.compile_json_schema(schema, whitespace="flexible", property_order="any", **opts)
         self.m = Matcher(grammar)
 
     def reset(self) -> None:

@@ -295,7 +295,8 @@ def current_rss_mb() -> float:
         return 0.0
 
 
-def make_mask_worker(engine: str | type[MaskEngine], tokenizer_spec: Any, warmup: bool = True):
+def make_mask_worker(engine: str | type[MaskEngine], tokenizer_spec: Any, warmup: bool = True,
+                     options: dict | None = None):
     """Worker factory (runs in the child): load the tokenizer, set the engine up once.
 
     Returns ``(handler, info)``; ``handler(record)`` runs :func:`run_schema`;
@@ -312,6 +313,7 @@ def make_mask_worker(engine: str | type[MaskEngine], tokenizer_spec: Any, warmup
     tok = tokenizer_spec.load()
     t1 = time.perf_counter()
     eng = cls()
+    eng.options = dict(options or {})
     eng.setup(tok)
     bitmask = eng.allocate_bitmask()
     t2 = time.perf_counter()
@@ -379,6 +381,8 @@ class MaskBenchConfig:
     records: list[dict] | None = None
     tokenizer_spec: Any = None
     command: str | None = None
+    #: compile options the engines that know them read (structgen: ``format``, ``registry``)
+    engine_options: dict = field(default_factory=dict)
 
 
 @dataclass
@@ -543,7 +547,7 @@ def run_maskbench(cfg: MaskBenchConfig, *, echo: Callable[[str], None] = print) 
 
 def _run_engine(cls, spec, todo, cfg, jsonl, setup_file, done, setups_out, echo) -> bool:
     """Run ``todo`` schemas for one engine; append results to ``jsonl`` and ``done``."""
-    factory = functools.partial(make_mask_worker, cls, spec, cfg.warmup)
+    factory = functools.partial(make_mask_worker, cls, spec, cfg.warmup, cfg.engine_options)
     worker = Worker(factory, mem_limit_gb=cfg.mem_limit_gb, start_timeout=cfg.start_timeout, context=cfg.context,
                     log_path=str(jsonl.with_suffix(".worker.log")))
     bar = None

@@ -20,6 +20,7 @@ from re import _parser as sre_parse  # type: ignore[attr-defined]
 from ..errors import GrammarError, UnsupportedFeature
 from . import charclass as cc
 from .fsa import DFA, NFA, counted_repeat, determinize, dfa_cache, minimize
+from .unicode_props import expand_property_escapes
 
 MAX_REPEAT_EXPANSION = 20_000
 #: A whole pattern ``^C{lo,hi}$`` (one character class repeated) with a bound at least this large
@@ -42,12 +43,27 @@ def parse(pattern: str, flags: int = 0):
     the NFA builder both look at it, one right after the other; a longer memory would only keep
     thousands of parse nodes for the garbage collector to rescan, since compiled patterns are
     cached as automata)."""
+    text = expand_property_escapes(pattern)  # \p{...}: ECMA-262's Unicode properties, as classes
     try:
-        return sre_parse.parse(pattern, flags)
+        return sre_parse.parse(text, flags)
     except re.error as e:
-        raise GrammarError(f"invalid regular expression {pattern!r}: {e.msg}", position=e.pos, source=pattern) from None
+        # a position in the rewritten text means nothing in the pattern past its first \p{...}
+        pos = e.pos if text is pattern or (e.pos is not None and e.pos < _first_property(pattern)) else None
+        raise GrammarError(f"invalid regular expression {pattern!r}: {e.msg}", position=pos, source=pattern) from None
     except (OverflowError, RecursionError) as e:
         raise GrammarError(f"regular expression {pattern!r} too large: {e}", source=pattern) from None
+
+
+def _first_property(pattern: str) -> int:
+    return min((i for i in (pattern.find("\\p"), pattern.find("\\P")) if i >= 0), default=len(pattern))
+
+
+def python_regex(pattern: str) -> str:
+    r"""``pattern`` in the syntax of Python's ``re``: ECMA-262's ``\p{...}``/``\P{...}`` (Unicode
+    properties, which JSON Schema patterns may use) written as the classes they stand for
+    (:mod:`structgen.grammar.unicode_props`); the same string when it has none.  For the code that
+    matches patterns with ``re`` (key matching, validation) beside the automata built here."""
+    return expand_property_escapes(pattern)
 
 
 class _Builder:
@@ -312,10 +328,13 @@ def _compile_cached(pattern: str, search: bool, json_string: bool, flags: int) -
     import numpy as np
 
     from .._cache import cache_root, code_fingerprint, write_verified
+    from . import unicode_props
 
     code = code_fingerprint(*_DFA_BUILDERS)
+    # an automaton of \p{...} holds the Unicode tables of this Python (and of the regex package)
+    data = unicode_props.data_version() if ("\\p" in pattern or "\\P" in pattern) else ""
     key = hashlib.sha256(repr((DISK_CACHE_VERSION, code, pattern, search, json_string,
-                               flags)).encode()).hexdigest()[:32]
+                               flags) + ((data,) if data else ())).encode()).hexdigest()[:32]
     path = cache_root() / "regex" / f"{key}.npz"
     cached = _load_dfa(path)
     if cached is not None:
@@ -340,7 +359,7 @@ def _compile_cached(pattern: str, search: bool, json_string: bool, flags: int) -
 
 #: The modules whose code decides what a cached DFA is: a change to any of them retires old entries.
 _DFA_BUILDERS = ("structgen.grammar.regex", "structgen.grammar.fsa", "structgen.grammar.fsa_kernels",
-                 "structgen.grammar.charclass", "structgen.grammar.lookaround")
+                 "structgen.grammar.charclass", "structgen.grammar.lookaround", "structgen.grammar.unicode_props")
 
 
 def _load_dfa(path) -> DFA | None:

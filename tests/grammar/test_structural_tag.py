@@ -197,7 +197,7 @@ ERRORS = [
     (st(tag("<t>", "</t>", {"type": "json_schema", "json_schema": {"type": "strin"}})), SchemaError,
      "/format/content/json_schema/type"),
     (st(tag("<t>", "</t>", {"type": "json_schema", "json_schema": {"type": "object", "properties": {
-        "a": {"$ref": "http://example.com/x"}}}})), UnsupportedFeature, "/format/content/json_schema/properties/a"),
+        "a": {"$ref": "http://example.com/x"}}}})), SchemaError, "/format/content/json_schema/properties/a"),
     (st(tag("<t>", "</t>", {"type": "token", "token": 3})), UnsupportedFeature, "/format/content/type"),
     (st({"type": "sequence", "elements": [{"type": "any_text"}, INT]}), UnsupportedFeature, "/format/elements/0"),
     (st(tag("<t>", "</t>", {"type": "regex", "pattern": "(("})), GrammarError, "/format/content/pattern"),

@@ -35,12 +35,12 @@ class ArraysMixin:
             if isinstance(items, list):  # draft <= 2019: tuple form
                 prefix_lists.append((n, items))
                 ai = s.get("additionalItems", True)
-                rests.append(SchemaNode(ai, n.base, f"{n.ptr}/additionalItems"))
+                rests.append(n.child(ai, f"{n.ptr}/additionalItems"))
             else:
                 if isinstance(prefix, list):
                     prefix_lists.append((n, prefix))
                 if items is not None:
-                    rests.append(SchemaNode(items, n.base, f"{n.ptr}/items"))
+                    rests.append(n.child(items, f"{n.ptr}/items"))
         if hi is not None and lo > hi:
             return None
         P = max((len(p) for _, p in prefix_lists), default=0)
@@ -50,7 +50,7 @@ class ArraysMixin:
             for n, p in prefix_lists:
                 key = "items" if isinstance(n.schema.get("items"), list) else "prefixItems"
                 if i < len(p):
-                    out.append(SchemaNode(p[i], n.base, f"{n.ptr}/{key}/{i}"))
+                    out.append(n.child(p[i], f"{n.ptr}/{key}/{i}"))
             # rest schemas apply to indices beyond each node's own prefix
             for r in rests:
                 owner_prefix = next((len(p) for n, p in prefix_lists if r.ptr.startswith(n.ptr + "/")), 0)

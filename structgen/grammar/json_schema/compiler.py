@@ -5,8 +5,9 @@ modules (mixins), then ``schema_to_ir``, the entry point.
 from __future__ import annotations
 
 from typing import Any
+from urllib.parse import urldefrag
 
-from ...errors import SchemaError, UnsupportedFeature
+from ...errors import SchemaError, UnsatisfiableSchema, UnsupportedFeature
 from ..formats import FORMAT_REGEXES, UNSUPPORTED_FORMATS
 from ..fsa import DFA, literal_dfa, literal_set_dfa
 from ..ir import Alt, Expr, GrammarIR, Sym, alt
@@ -20,7 +21,8 @@ from .limits import ANNOTATIONS, DEFAULT_MAX_WHITESPACE, TYPES
 from .logic import BranchBudget, LogicMixin
 from .numeric import NumbersMixin
 from .objects import ObjectsMixin
-from .refs import Resolver, SchemaNode, urljoin
+from .documents import Documents
+from .refs import DEFAULT_BASE, Resolver, SchemaNode, own_base, shown_uri, urljoin
 from .strings import StringsMixin
 
 
@@ -31,9 +33,11 @@ class SchemaCompiler(LogicMixin, FiniteValuesMixin, StringsMixin, NumbersMixin, 
         self.root = root
         self.opts = opts
         self.loose_branches = loose_branches  # the second compile of schema_to_ir: no branch distributed
-        self.resolver = Resolver(root)
+        self.resolver = Resolver(root, Documents(opts.registry))
         self.ir = GrammarIR(rules={}, terminals={}, start="start", source="json-schema")
         self._derived: dict[tuple, tuple] = {}  # (id(source), tag) -> (source, derived dict)
+        self._dyn_keys: dict[tuple, tuple] = {}  # dynamic scope -> dyn_key
+        self._bare_refs: set[tuple] = set()  # ref targets entered since a value last read anything
         self._memo: dict[tuple, Expr | None] = {}
         self._in_progress: dict[tuple, str | None] = {}
         self._combinator_depth = 0
@@ -50,7 +54,7 @@ class SchemaCompiler(LogicMixin, FiniteValuesMixin, StringsMixin, NumbersMixin, 
         # of later drafts mean nothing -- as the declared draft's own validator reads it
         self.ref_overrides = draft is not None and draft <= 7
         self.unknown_keywords = LATER_KEYWORDS.get(draft, frozenset())
-        self._not_own = ANNOTATIONS | {"$ref", "allOf"} | self.unknown_keywords  # what flatten keeps out of a node
+        self._not_own = ANNOTATIONS | {"$ref", "$dynamicRef", "allOf"} | self.unknown_keywords  # what flatten keeps out
         ws = self.opts.max_whitespace if self.opts.max_whitespace is not None else DEFAULT_MAX_WHITESPACE
         if opts.whitespace not in ("flexible", "compact"):
             raise SchemaError(f"whitespace must be 'flexible' or 'compact', not {opts.whitespace!r}")
@@ -103,8 +107,64 @@ class SchemaCompiler(LogicMixin, FiniteValuesMixin, StringsMixin, NumbersMixin, 
 
     def validator(self):
         if self._validator is None:
-            self._validator = make_validator(self.root)
+            self._validator = make_validator(self.root, format=self.opts.format, registry=self.opts.registry)
         return self._validator
+
+    def validator_at(self, n: SchemaNode):
+        """The final validator moved to ``n``: its schema, its $refs resolved against its own base URI
+        (inside another document, through the registry) and its ``$dynamicRef``s in the dynamic scope
+        the compile reached it through -- not the root's."""
+        v = self.validator()
+        scope = n.inner_scope()[1:]  # the first resource is the root's, where v starts
+        if not scope:
+            return v.evolve(schema=n.schema)
+        resolver = self._derived.get(("resolver", scope))
+        if resolver is None:
+            try:
+                resolver = v._resolver
+                for uri in scope:
+                    resolver = resolver.lookup(uri).resolver
+            except Exception:  # noqa: BLE001 - jsonschema cannot place it: the root's base, as before
+                resolver = False
+            self._derived[("resolver", scope)] = resolver
+        if resolver is False:
+            return v.evolve(schema=n.schema)
+        return v.evolve(schema=n.schema, _resolver=resolver)
+
+    def resolve_ref(self, n: SchemaNode, keyword: str):
+        """(target, its parent's base, its pointer) of ``n``'s ``$ref`` or ``$dynamicRef``.  A
+        ``$dynamicRef`` whose plain-name fragment first resolves to a ``$dynamicAnchor`` of that name
+        goes to the outermost resource of ``n``'s dynamic scope that defines one; otherwise it is a
+        ``$ref``."""
+        ref = n.schema[keyword]
+        if not isinstance(ref, str):
+            raise SchemaError(f"{keyword} must be a string", pointer=f"{n.ptr}/{keyword}")
+        base = self.base_of(n)
+        hit = self.resolver.resolve(ref, base, n.ptr)
+        if keyword == "$dynamicRef":
+            frag = urldefrag(urljoin(base, ref))[1]
+            if frag and not frag.startswith("/") and isinstance(hit[0], dict) and hit[0].get("$dynamicAnchor") == frag:
+                for uri in n.inner_scope():
+                    loc = self.resolver.dynamic_anchors.get(uri, {}).get(frag)
+                    if loc is not None:
+                        return loc
+        return hit
+
+    def dyn_key(self, n: SchemaNode) -> tuple:
+        """What of ``n``'s dynamic scope its grammar can depend on: each ``$dynamicAnchor`` name
+        with the outermost resource that binds it (empty without dynamic anchors).  It stops
+        changing once every resource is in scope, so recursion through ``$dynamicRef`` ends."""
+        if not self.resolver.dynamic_anchors:
+            return ()
+        scope = n.inner_scope()
+        hit = self._dyn_keys.get(scope)
+        if hit is None:
+            bound: dict[str, str] = {}
+            for uri in scope:
+                for name in self.resolver.dynamic_anchors.get(uri, ()):
+                    bound.setdefault(name, uri)
+            hit = self._dyn_keys[scope] = tuple(sorted(bound.items()))
+        return hit
 
     def valid_under(self, value, nodes: list[SchemaNode]) -> bool:
         simple = True
@@ -122,7 +182,7 @@ class SchemaCompiler(LogicMixin, FiniteValuesMixin, StringsMixin, NumbersMixin, 
                 continue
             if n.schema is False:
                 return False
-            sub = v.evolve(schema=n.schema)
+            sub = self.validator_at(n)
             try:
                 if not sub.is_valid(value):
                     return False
@@ -132,10 +192,10 @@ class SchemaCompiler(LogicMixin, FiniteValuesMixin, StringsMixin, NumbersMixin, 
 
     # -- entry --------------------------------------------------------------------------
     def compile(self) -> GrammarIR:
-        root = SchemaNode(self.root, self.resolver.base, "#")
+        root = SchemaNode(self.root, DEFAULT_BASE, "#")
         body = self.value([root])
         if body is None:
-            raise SchemaError("no JSON value satisfies this schema", pointer="#")
+            raise UnsatisfiableSchema("no JSON value satisfies this schema", pointer="#")
         self.ir.rules["start"] = body
         return self.ir
 
@@ -145,17 +205,33 @@ class SchemaCompiler(LogicMixin, FiniteValuesMixin, StringsMixin, NumbersMixin, 
         seen_keys: set = set()
         uniq = []
         for n in nodes:  # a conjunction is a set: repeated members add nothing (and keys must saturate)
-            k = n.key()
+            k = (*n.key(), self.dyn_key(n))
             if k not in seen_keys and not trivial(n.schema):
                 seen_keys.add(k)
                 uniq.append(n)
         nodes = uniq
-        if len(nodes) == 1 and isinstance(nodes[0].schema, dict) and "$ref" in nodes[0].schema and (
-                self.ref_overrides or all(k in ANNOTATIONS or k == "$ref" for k in nodes[0].schema)):
+        if len(nodes) == 1 and isinstance(nodes[0].schema, dict):
             n = nodes[0]
-            if not isinstance(n.schema["$ref"], str):
-                raise SchemaError("$ref must be a string", pointer=n.ptr + "/$ref")
-            return self.ref_rule(*self.resolver.resolve(n.schema["$ref"], self.base_of(n), n.ptr))
+            refs = [k for k in ("$ref", "$dynamicRef") if k in n.schema]
+            if len(refs) == 1 and (self.ref_overrides or all(k in ANNOTATIONS or k == refs[0] for k in n.schema)):
+                target, tbase, tptr = self.resolve_ref(n, refs[0])
+                hop = (id(target), tbase)
+                if hop in self._bare_refs:  # refs to refs that come back before any value is read
+                    raise SchemaError(f"{refs[0]} {n.schema[refs[0]]!r} ({shown_uri(self.base_of(n), n.schema[refs[0]])}) "
+                                      f"comes back to {tptr} before any value is read: a reference cycle",
+                                      pointer=n.ptr)
+                self._bare_refs.add(hop)
+                try:
+                    return self.ref_rule(target, tbase, tptr, n.inner_scope())
+                finally:
+                    self._bare_refs.discard(hop)
+        outer_refs, self._bare_refs = self._bare_refs, set()  # a value with keywords of its own: a new chain
+        try:
+            return self.keyed_value(nodes, seen_keys)
+        finally:
+            self._bare_refs = outer_refs
+
+    def keyed_value(self, nodes: list[SchemaNode], seen_keys: set) -> Expr | None:
         key = tuple(sorted(seen_keys))
         if key in self._memo:
             return self._memo[key]
@@ -184,20 +260,18 @@ class SchemaCompiler(LogicMixin, FiniteValuesMixin, StringsMixin, NumbersMixin, 
         its own whose completed value is validated against every node's schema with jsonschema."""
         v = self.validator()
         sym = self.rule("chk", expr)
-        self.ir.checks.append(SchemaCheck(sym.name, tuple(v.evolve(schema=n.schema) for n in nodes
+        self.ir.checks.append(SchemaCheck(sym.name, tuple(self.validator_at(n) for n in nodes
                                                           if n.schema is not True),
                                           where=", ".join(dict.fromkeys(n.ptr for n in nodes))))
         return sym
 
     def base_of(self, n: SchemaNode) -> str:
-        s = n.schema
-        if isinstance(s, dict) and isinstance(s.get("$id"), str) and n.ptr != "#":
-            return urljoin(n.base, s["$id"])
-        return n.base
+        return own_base(n.schema, n.base)
 
-    def ref_rule(self, target, base: str, ptr: str) -> Expr | None:
-        """A $ref target compiles once, as a named rule (so recursion terminates)."""
-        key = (id(target), base)
+    def ref_rule(self, target, base: str, ptr: str, scope: tuple[str, ...]) -> Expr | None:
+        """A $ref target compiles once (per dynamic binding), as a named rule (so recursion terminates)."""
+        node = SchemaNode(target, base, ptr, scope)
+        key = (id(target), base, self.dyn_key(node))
         name = self._rules.get(key)
         if name is not None:
             return Sym(name)
@@ -205,7 +279,7 @@ class SchemaCompiler(LogicMixin, FiniteValuesMixin, StringsMixin, NumbersMixin, 
             return self.value([])
         name = f"ref{len(self._rules)}"
         self._rules[key] = name
-        expr = self.value([SchemaNode(target, base, ptr)])
+        expr = self.value([node])
         self.ir.rules[name] = expr if expr is not None else Alt(())
         if expr is None:
             return None
@@ -297,11 +371,11 @@ class SchemaCompiler(LogicMixin, FiniteValuesMixin, StringsMixin, NumbersMixin, 
                 excluded_values.append(sub["const"])
                 return
             if keys == {"format"} and isinstance(sub["format"], str):
-                if sub["format"] in FORMAT_REGEXES:
+                if sub["format"] in FORMAT_REGEXES and self.opts.format == "assert":
                     excluded_types.update(set(TYPES) - {"string"})  # non-strings satisfy any format
                     return  # string() subtracts the format's language
-                if sub["format"] not in UNSUPPORTED_FORMATS:
-                    excluded_types.update(TYPES)  # an unknown format is an annotation: every value has it
+                if sub["format"] not in UNSUPPORTED_FORMATS or self.opts.format == "annotate":
+                    excluded_types.update(TYPES)  # a format read as an annotation: every value has it
                     return
             if keys == {"pattern"} and isinstance(sub["pattern"], str):
                 excluded_types.update(set(TYPES) - {"string"})  # non-strings satisfy any pattern

@@ -50,8 +50,6 @@ class FiniteValuesMixin:
                 vals = s["enum"]
                 if not isinstance(vals, list):
                     raise SchemaError("enum must be an array", pointer=f"{n.ptr}/enum")
-                if not vals:
-                    raise SchemaError("enum is empty: no value is allowed", pointer=f"{n.ptr}/enum")
             else:
                 continue
             candidates = list(vals) if candidates is None else json_filter(candidates, vals)

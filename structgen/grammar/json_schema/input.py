@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +22,20 @@ class SchemaOptions:
     lenient: bool = False
     max_whitespace: int | None = None
     property_order: str = "schema"  # or "any": members in any order (for checking JSON written elsewhere)
+    #: "assert": a known format constrains strings (the default for generation); "annotate": the
+    #: spec's default reading, where ``format`` is an annotation and any string passes
+    format: str = "assert"
+    #: other documents ``$ref`` may name (see ``documents``); part of the compile cache key through
+    #: ``registry_key``, not through equality
+    registry: Any = field(default=None, compare=False, hash=False)
+
+    def __post_init__(self) -> None:
+        if self.format not in FORMAT_MODES:
+            raise SchemaError(f"format must be 'assert' or 'annotate', not {self.format!r}")
+
+
+#: how ``format`` is read (SchemaOptions.format)
+FORMAT_MODES = ("assert", "annotate")
 
 
 def normalize_schema_input(schema: Any) -> Any:
@@ -133,13 +147,19 @@ def check_schema(schema) -> None:
         raise SchemaError(f"invalid schema: {e.message}", pointer=ptr) from None
 
 
-def make_validator(schema):
-    """A jsonschema validator with format assertion, for final checks and value checks.  Formats
-    the compiler asserts are checked with the compiler's own automata (as the grammar checks them:
-    jsonschema's own checkers for ``uri`` and others need optional packages, and without them it
-    accepts any string)."""
-    cls = validator_for(schema)
-    return cls(schema, format_checker=format_checker())
+def make_validator(schema, *, format: str = "assert", registry=None):
+    """A jsonschema validator for final checks and value checks, reading the same documents as the
+    compiler (``registry``; never the network).  With ``format="assert"``, formats the compiler
+    asserts are checked with the compiler's own automata (as the grammar checks them: jsonschema's
+    own checkers for ``uri`` and others need optional packages, and without them it accepts any
+    string); with ``"annotate"`` no format is checked."""
+    from .documents import as_registry
+
+    from ..regex_jsonschema import ecma_patterns
+
+    cls = ecma_patterns(validator_for(schema))  # patterns may use ECMA-262's \p{...}
+    checker = format_checker() if format == "assert" else None
+    return cls(schema, format_checker=checker, registry=as_registry(registry))
 
 
 _FORMAT_CHECKER = None

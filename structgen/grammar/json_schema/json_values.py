@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 
-from ...errors import SchemaError
+from ...errors import GrammarError, SchemaError
 from .limits import ANNOTATIONS
 from .refs import SchemaNode
 
@@ -74,15 +74,23 @@ def check_pattern(pat: str, pointer: str) -> None:
     """A ``pattern`` (or ``patternProperties`` key) that is no regular expression is a schema error
     naming it: the final validation (jsonschema, Python's ``re``) could never pass a value under
     it, so compiling it would only let generation wander to the end of its budget."""
+    from ..regex import python_regex
+
     try:
-        re.compile(pat)
-    except re.error as e:
-        raise SchemaError(f"invalid regular expression {pat!r}: {e}", pointer=pointer) from None
+        py = python_regex(pat)  # ECMA-262's \p{...} (Unicode properties) written as classes
+    except GrammarError as e:  # an unknown property
+        raise SchemaError(str(e), pointer=pointer) from None
+    try:
+        re.compile(py)
+    except re.error as e:  # (a position in the rewritten text would mean nothing)
+        raise SchemaError(f"invalid regular expression {pat!r}: {e if py is pat else e.msg}", pointer=pointer) from None
 
 
 def pattern_search(pat: str, key: str, n: SchemaNode) -> bool:
+    from ..regex import python_regex
+
     try:
-        return re.search(pat, key) is not None
+        return re.search(python_regex(pat), key) is not None
     except re.error as e:
         raise SchemaError(f"invalid pattern {pat!r}: {e}", pointer=f"{n.ptr}/patternProperties") from None
 
@@ -153,7 +161,7 @@ def without_enum(n: SchemaNode) -> SchemaNode:
     s = n.schema
     if not isinstance(s, dict) or ("enum" not in s and "const" not in s):
         return n
-    return SchemaNode({k: v for k, v in s.items() if k != "enum" and k != "const"}, n.base, n.ptr)
+    return n.replaced({k: v for k, v in s.items() if k != "enum" and k != "const"})
 
 
 def json_filter(values: list, allowed: list) -> list:

@@ -53,7 +53,7 @@ ANNOTATIONS = frozenset({
 #: ``uniqueItems`` is not here: the array compiler handles it (see ``arrays``).
 CHECKED_AT_VALUE_BOUNDARY = frozenset({
     "contains", "minContains", "maxContains", "dependencies", "dependentRequired", "dependentSchemas", "if",
-    "unevaluatedProperties", "unevaluatedItems", "$dynamicRef", "$recursiveRef",
+    "unevaluatedProperties", "unevaluatedItems", "$recursiveRef",
 })
 
 

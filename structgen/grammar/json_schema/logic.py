@@ -13,12 +13,14 @@ from ..presence import eval_presence
 from . import limits
 from .json_values import NOT_FINITE, json_filter, json_in, json_type, trivial
 from .limits import ANNOTATIONS, CHECKED_AT_VALUE_BOUNDARY, KEYWORD_TYPE, MAX_COMBINATOR_DEPTH, TYPES
-from .refs import SchemaNode, escape_pointer
+from .refs import SchemaNode, escape_pointer, shown_uri
 
 
 class BranchBudget(Exception):
     """anyOf/oneOf branches over MAX_BRANCH_CONJUNCTIONS: compile again, loosely (see schema_to_ir)."""
 
+
+UNEVALUATED = ("unevaluatedProperties", "unevaluatedItems")
 
 PRESENCE_KEYS = {"required", "anyOf", "oneOf", "allOf", "not"}
 
@@ -98,42 +100,42 @@ class LogicMixin:
             if not isinstance(s, dict):
                 raise SchemaError(f"a schema must be an object or a boolean, not {type(s).__name__}", pointer=n.ptr)
             base = self.base_of(n)
-            if "$ref" in s:
-                ref = s["$ref"]
-                if not isinstance(ref, str):
-                    raise SchemaError("$ref must be a string", pointer=n.ptr + "/$ref")
-                target, tbase, tptr = self.resolver.resolve(ref, base, n.ptr)
+            refs = [k for k in ("$ref", "$dynamicRef") if k in s]
+            for kw in refs:
+                target, tbase, tptr = self.resolve_ref(n, kw)
                 tkey = (id(target), tbase)
                 if tkey in active:
-                    raise UnsupportedFeature("a $ref cycle that never reaches an object or array (or a recursive "
-                                             "$ref with sibling keywords)", pointer=n.ptr, keyword="$ref")
-                sub = self.flatten([SchemaNode(target, tbase, tptr)], active | {tkey})
+                    # validating the value would need validating the same value against the same schema
+                    # first: no validator ends (jsonschema recurses until Python's stack is spent)
+                    raise SchemaError(f"{kw} {s[kw]!r} ({shown_uri(base, s[kw])}) comes back to {tptr} before "
+                                      f"any value is read: a reference cycle", pointer=n.ptr)
+                sub = self.flatten([SchemaNode(target, tbase, tptr, n.inner_scope())], active | {tkey})
                 if sub is None:
                     return None
                 out.extend(sub)
-                if self.ref_overrides:
-                    continue  # drafts 4-7: the keywords beside "$ref" are not evaluated
+            if refs and self.ref_overrides:
+                continue  # drafts 4-7: the keywords beside "$ref" are not evaluated
             if "allOf" in s:
                 all_of = s["allOf"]
                 if not isinstance(all_of, list) or not all_of:
                     raise SchemaError("allOf must be a non-empty array", pointer=n.ptr + "/allOf")
-                sub = self.flatten([SchemaNode(x, base, f"{n.ptr}/allOf/{i}") for i, x in enumerate(all_of)], active)
+                sub = self.flatten([n.child(x, f"{n.ptr}/allOf/{i}", base) for i, x in enumerate(all_of)], active)
                 if sub is None:
                     return None
                 out.extend(sub)
             unknown = self.unknown_keywords
             own_keys = [k for k in s if k not in self._not_own]
             if own_keys:
-                copy = "$ref" in s or "allOf" in s or not unknown.isdisjoint(s)
+                copy = "$ref" in s or "$dynamicRef" in s or "allOf" in s or not unknown.isdisjoint(s)
                 d = self.derived(s, "own", lambda: {k: s[k] for k in own_keys}) if copy else s
                 logic = self.rewrite_logic(d, base, n.ptr)
                 if logic is not None:
-                    sub = self.flatten([SchemaNode(logic, base, n.ptr)], active)
+                    sub = self.flatten([SchemaNode(logic, base, n.ptr, n.inner_scope())], active)
                     if sub is None:
                         return None
                     out.extend(sub)
                     continue
-                out.append(SchemaNode(d, base, n.ptr))
+                out.append(SchemaNode(d, base, n.ptr, n.inner_scope()))
         return out
 
     def rewrite_logic(self, s: dict, base: str, ptr: str) -> dict | None:
@@ -171,6 +173,8 @@ class LogicMixin:
 
     def format_kinds(self) -> dict:
         """Which formats this compile asserts (and which it refuses), for negation."""
+        if self.opts.format == "annotate":  # every value has every format
+            return {"asserted_formats": frozenset(), "refused_formats": frozenset()}
         refused = frozenset() if self.opts.lenient else frozenset(UNSUPPORTED_FORMATS)
         return {"asserted_formats": frozenset(FORMAT_REGEXES), "refused_formats": refused}
 
@@ -201,7 +205,11 @@ class LogicMixin:
                     if not isinstance(branches, list) or not branches:
                         raise SchemaError(f"{kw} must be a non-empty array", pointer=f"{n.ptr}/{kw}")
                     rest = self.derived(n.schema, "-" + kw, lambda: {k: v for k, v in n.schema.items() if k != kw})
-                    others = nodes[:i] + [SchemaNode(rest, n.base, n.ptr)] + nodes[i + 1:]
+                    # inside a branch, a node copied without its anyOf/oneOf/allOf/if no longer sees the
+                    # annotations of the subschemas beside it: its unevaluated* would reject what the branch
+                    # evaluates.  The value's own check (registered above by check_unsupported) validates
+                    # them against the schemas as written, so the copies drop them
+                    others = [self.without_unevaluated(x) for x in nodes[:i] + [n.replaced(rest)] + nodes[i + 1:]]
                     if self.loose_branches:
                         # the value without this keyword holds every branch's values: an over-approximation,
                         # the keyword checked when the value completes (or refused: see unsupported)
@@ -221,7 +229,7 @@ class LogicMixin:
                             self._branch_work += 1
                             if self._branch_work > limits.MAX_BRANCH_CONJUNCTIONS:
                                 raise BranchBudget()
-                            e = self.value(others + [SchemaNode(b, n.base, f"{n.ptr}/{kw}/{j}")])
+                            e = self.value(others + [n.child(b, f"{n.ptr}/{kw}/{j}")])
                             if e is not None:
                                 alts.append(e)
                     finally:
@@ -230,6 +238,13 @@ class LogicMixin:
                         return None
                     return alt(*alts)
         return self.typed(nodes)
+
+    def without_unevaluated(self, n: SchemaNode) -> SchemaNode:
+        """``n`` without unevaluatedProperties/unevaluatedItems (see conjunction)."""
+        s = n.schema
+        if not any(k in s for k in UNEVALUATED):
+            return n
+        return n.replaced(self.derived(s, "-unevaluated", lambda: {k: v for k, v in s.items() if k not in UNEVALUATED}))
 
     def extract_presence(self, n: SchemaNode) -> SchemaNode:
         """Turn keywords that only test which keys are present (``required`` inside
@@ -261,7 +276,7 @@ class LogicMixin:
             return d
 
         d = self.derived(s, "presence", build)
-        return SchemaNode(d, n.base, n.ptr)
+        return n.replaced(d)
 
     def check_unsupported(self, n: SchemaNode, k: str) -> None:
         """A keyword of ``CHECKED_AT_VALUE_BOUNDARY``: left to a check (see ``unsupported``) unless
@@ -282,7 +297,7 @@ class LogicMixin:
         by JSON type (object keywords say nothing about strings, so three object branches
         all match every string), and within a type where branches still overlap, join
         each branch with the negations of the others (structgen.grammar.negation)."""
-        sigs = [self.branch_signature(SchemaNode(b, n.base, f"{n.ptr}/oneOf/{j}")) for j, b in enumerate(branches)]
+        sigs = [self.branch_signature(n.child(b, f"{n.ptr}/oneOf/{j}")) for j, b in enumerate(branches)]
         if all(self.signatures_disjoint(sigs[a], sigs[b]) for a in range(len(sigs)) for b in range(a + 1, len(sigs))):
             return branches
 
@@ -290,7 +305,7 @@ class LogicMixin:
             resolve = self.local_resolver(n.base, n.ptr)
             out = []
             for typ in ("null", "boolean", "object", "array", "string", "number"):
-                kinds = [self.type_kind(SchemaNode(b, n.base, f"{n.ptr}/oneOf/{j}"), typ) for j, b in enumerate(branches)]
+                kinds = [self.type_kind(n.child(b, f"{n.ptr}/oneOf/{j}"), typ) for j, b in enumerate(branches)]
                 live = [i for i, k in enumerate(kinds) if k != "none"]
                 alls = [i for i in live if kinds[i] == "all"]
                 if not live or len(alls) >= 2:
@@ -300,7 +315,7 @@ class LogicMixin:
                     out.append({"allOf": only + [branches[live[0]]]})
                     continue
                 if not alls:
-                    rs = [self.branch_signature(SchemaNode({"allOf": only + [branches[i]]}, n.base, n.ptr)) for i in live]
+                    rs = [self.branch_signature(n.replaced({"allOf": only + [branches[i]]})) for i in live]
                     if all(self.signatures_disjoint(rs[a], rs[b]) for a in range(len(rs)) for b in range(a + 1, len(rs))):
                         out += [{"allOf": only + [branches[i]]} for i in live]
                         continue
@@ -361,10 +376,8 @@ class LogicMixin:
         if depth >= 2 or not (a["types"] & b["types"] <= {"object"}):
             return False
         for p in sorted(a["required"] & b["required"] & set(a["props"]) & set(b["props"])):
-            pa = self.branch_signature(SchemaNode({"allOf": [x.schema for x in a["props"][p]]}, a["props"][p][0].base,
-                                             a["props"][p][0].ptr))
-            pb = self.branch_signature(SchemaNode({"allOf": [x.schema for x in b["props"][p]]}, b["props"][p][0].base,
-                                             b["props"][p][0].ptr))
+            pa = self.branch_signature(a["props"][p][0].replaced({"allOf": [x.schema for x in a["props"][p]]}))
+            pb = self.branch_signature(b["props"][p][0].replaced({"allOf": [x.schema for x in b["props"][p]]}))
             if self.signatures_disjoint(pa, pb, depth + 1):
                 return True
         return False
@@ -397,7 +410,7 @@ class LogicMixin:
             req = set(s.get("required", []) or [])
             sig["required"] |= req
             for p, ps in (s.get("properties") or {}).items():
-                sig["props"].setdefault(p, []).append(SchemaNode(ps, x.base, f"{x.ptr}/properties/{escape_pointer(p)}"))
+                sig["props"].setdefault(p, []).append(x.child(ps, f"{x.ptr}/properties/{escape_pointer(p)}"))
                 if isinstance(ps, dict) and p in req:
                     if "const" in ps:
                         sig["discr"][p] = [ps["const"]]

@@ -19,6 +19,7 @@ class NumbersMixin:
                excluded: tuple = ()) -> Expr | None:
         kw: dict = {}
         mults = []
+        mult_nodes = []  # (multipleOf, the node it is from)
         for n in nodes:
             s = n.schema
             for name, arg in (("minimum", "minimum"), ("maximum", "maximum")):
@@ -39,16 +40,22 @@ class NumbersMixin:
                 if not isinstance(m, (int, float)) or isinstance(m, bool) or m <= 0:
                     raise SchemaError("multipleOf must be a positive number", pointer=f"{n.ptr}/multipleOf")
                 mults.append(m)
+                mult_nodes.append((m, n))
         frac = self.integer_fraction
         try:
             d = number_dfa(integer=integer, multiple_of=mults[0] if mults else None, allow_integer_fraction=frac, **kw)
             for m in mults[1:]:
                 d = intersect(d, number_dfa(integer=integer, multiple_of=m, allow_integer_fraction=frac))
-        except UnsupportedFeature as e:
-            if self.opts.lenient:
-                d = number_dfa(integer=integer, allow_integer_fraction=frac, **kw)
-            else:
-                raise UnsupportedFeature(str(e).split(": ", 1)[-1], pointer=nodes[0].ptr, keyword="multipleOf") from None
+        except UnsupportedFeature:
+            # a multipleOf no automaton of this size holds (a numerator past numbers.MAX_MODULUS, a
+            # divisor that is no finite decimal): the others and the bounds are kept, and the number
+            # without it is an over-approximation that the value's check decides (see unsupported)
+            d = number_dfa(integer=integer, allow_integer_fraction=frac, **kw)
+            for m, n in mult_nodes:
+                try:
+                    d = intersect(d, number_dfa(integer=integer, multiple_of=m, allow_integer_fraction=frac))
+                except UnsupportedFeature as e:
+                    self.unsupported(n, "multipleOf", str(e).split(": ", 1)[-1])
         if non_integer:  # "not": {"type": "integer"}: numbers with a non-zero fraction (no exponent forms)
             from ..regex import compile_regex
 

@@ -4,6 +4,7 @@ key-set check of any-order objects too large to track.
 """
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from ...errors import GrammarError, SchemaError, UnsupportedFeature
@@ -11,10 +12,30 @@ from ..fsa import DFA, difference, difference_literals, intersect, union
 from ..ir import Expr, Graph, alt, seq
 from ..json_strings import literal_strings, string_dfa, string_forms
 from ..presence import eval_presence, presence_keys
+from ..regex import python_regex
 from .checks import KeySetCheck
 from .json_values import NOT_FINITE, check_pattern, pattern_search, tighten_counts
 from .limits import ANY_ORDER_MAX_TRACKED, ANY_ORDER_TRACK_ALL, MAX_GRAPH_STATES, MAX_PATTERN_PROPERTIES
 from .refs import SchemaNode, escape_pointer
+
+
+def python_pattern(pat: str, pointer: str) -> str:
+    r"""A ``patternProperties`` key checked (``SchemaError`` naming the pattern as written when it is
+    no regular expression) and in the syntax of Python's ``re``: ECMA-262's ``\p{...}`` Unicode
+    property escapes, which JSON Schema patterns may use, written as the classes they stand for
+    (:func:`structgen.grammar.regex.python_regex`; the same string when there are none)."""
+    try:
+        py = python_regex(pat)
+    except GrammarError as e:
+        raise SchemaError(str(e), pointer=pointer) from None
+    if py is pat:
+        check_pattern(pat, pointer)
+        return pat
+    try:
+        re.compile(py)
+    except re.error as e:
+        raise SchemaError(f"invalid regular expression {pat!r}: {e.msg}", pointer=pointer) from None
+    return py
 
 
 def other_key_term(defined: list[str], mask: int, patterns: list, names_nodes: list) -> tuple:
@@ -54,7 +75,7 @@ class ObjectsMixin:
                 required.update(x for x in req if isinstance(x, str))
             minp, maxp = tighten_counts(s, n, minp, maxp, "minProperties", "maxProperties")
             if "propertyNames" in s:
-                names_nodes.append(SchemaNode(s["propertyNames"], n.base, f"{n.ptr}/propertyNames"))
+                names_nodes.append(n.child(s["propertyNames"], f"{n.ptr}/propertyNames"))
         for k in sorted(required - in_order):
             order.append(k)
         presence = [p for n in nodes for p in n.schema.get("__presence__", [])]
@@ -74,13 +95,14 @@ class ObjectsMixin:
                 s = n.schema
                 props = s.get("properties") or {}
                 if key in props:
-                    out.append(SchemaNode(props[key], n.base, f"{n.ptr}/properties/{escape_pointer(key)}"))
+                    out.append(n.child(props[key], f"{n.ptr}/properties/{escape_pointer(key)}"))
                     matched = True
                 else:
                     matched = False
                 for pat, ps in (s.get("patternProperties") or {}).items():
-                    if pattern_search(pat, key, n):
-                        out.append(SchemaNode(ps, n.base, f"{n.ptr}/patternProperties/{escape_pointer(pat)}"))
+                    ptr = f"{n.ptr}/patternProperties/{escape_pointer(pat)}"
+                    if pattern_search(python_pattern(pat, ptr), key, n):
+                        out.append(n.child(ps, ptr))
                         matched = True
                 if not matched:
                     out.append(self.additional_node(n))
@@ -225,15 +247,15 @@ class ObjectsMixin:
     def additional_node(self, n: SchemaNode) -> SchemaNode:
         s = n.schema
         if "additionalProperties" in s:
-            return SchemaNode(s["additionalProperties"], n.base, f"{n.ptr}/additionalProperties")
-        return SchemaNode(False if self.opts.strict else True, n.base, f"{n.ptr}/additionalProperties")
+            return n.child(s["additionalProperties"], f"{n.ptr}/additionalProperties")
+        return n.child(False if self.opts.strict else True, f"{n.ptr}/additionalProperties")
 
     def additional_members(self, nodes: list[SchemaNode], defined: list[str], names_nodes: list[SchemaNode]) -> Expr | None:
         """Members whose key is not defined: one alternative per region of the key space."""
         patterns: list[tuple[SchemaNode, str, Any]] = []
         for n in nodes:
             for pat, ps in (n.schema.get("patternProperties") or {}).items():
-                check_pattern(pat, f"{n.ptr}/patternProperties/{escape_pointer(pat)}")
+                python_pattern(pat, f"{n.ptr}/patternProperties/{escape_pointer(pat)}")
                 patterns.append((n, pat, ps))
         base = string_dfa()
         if defined:
@@ -265,7 +287,7 @@ class ObjectsMixin:
                 pd = self.pattern_dfa(pat, n)
                 if mask >> j & 1:
                     d = intersect(d, pd)
-                    vnodes.append(SchemaNode(ps, n.base, f"{n.ptr}/patternProperties/{escape_pointer(pat)}"))
+                    vnodes.append(n.child(ps, f"{n.ptr}/patternProperties/{escape_pointer(pat)}"))
                 else:
                     d = difference(d, pd)
                 if d.is_empty():
@@ -300,7 +322,7 @@ class ObjectsMixin:
             kd = keys if pd is None else intersect(keys, pd)
             if pd is not None and exact:
                 covered = pd if covered is None else union(covered, pd)
-            v = self.value([SchemaNode(ps, n.base, f"{n.ptr}/patternProperties/{escape_pointer(pat)}")])
+            v = self.value([n.child(ps, f"{n.ptr}/patternProperties/{escape_pointer(pat)}")])
             if v is None or kd.is_empty():
                 continue
             alts.append(seq(self.term(("loosekey", id(n.schema), pat, id(keys)), kd, "KEY"), self.COLON, v))

@@ -1,60 +1,100 @@
-"""``$ref`` resolution inside one document (JSON pointers, ``$id``, ``$anchor``) and the node type
-the compiler passes around: a subschema with its base URI and JSON pointer.
+"""``$ref`` resolution (JSON pointers, ``$id``, ``$anchor``, ``$dynamicAnchor``) within the schema and
+across the documents of a registry, and the node type the compiler passes around: a subschema with
+its parent's base URI and its JSON pointer (a URI-prefixed one inside another document).
 """
 from __future__ import annotations
 
 from typing import Any
 import functools
+import re
 from urllib.parse import unquote, urldefrag
 from urllib.parse import urljoin as _urljoin
 
-from ...errors import SchemaError, UnsupportedFeature
+from ...errors import SchemaError
+from .documents import Documents
+
+
+DEFAULT_BASE = "https://structgen.invalid/schema.json"
+
+#: keywords whose value is JSON data, not schemas (no $id or anchor inside counts)
+VALUE_KEYWORDS = frozenset({"enum", "const", "examples", "default", "example"})
+
+#: keywords whose value maps names to schemas (a name there is not a keyword)
+NAMED_SCHEMAS = frozenset({"$defs", "definitions", "properties", "patternProperties", "dependentSchemas",
+                           "dependencies"})
 
 
 class Resolver:
-    """Resolves ``$ref`` within the document: JSON pointers, ``$id`` and ``$anchor``."""
+    """Resolves ``$ref`` through ``$id``, ``$anchor``, ``$dynamicAnchor`` and JSON pointers, in the
+    schema and in the other documents ``documents`` holds (loaded when a ``$ref`` first names them).
 
-    def __init__(self, root):
+    A location is returned as (subschema, its *parent's* base URI, its JSON pointer): the base URI the
+    subschema's own ``$id`` is resolved against (``base_of``), as for any subschema met walking down."""
+
+    def __init__(self, root, documents: Documents | None = None):
         self.root = root
-        self.base = root.get("$id", "https://structgen.invalid/schema.json") if isinstance(root, dict) else "https://structgen.invalid/schema.json"
+        self.documents = documents or Documents()
         self.resources: dict[str, Any] = {}
         self.anchors: dict[str, tuple[Any, str, str]] = {}
+        #: per resource URI, its $dynamicAnchor names -> location (the dynamic scope's candidates)
+        self.dynamic_anchors: dict[str, dict[str, tuple[Any, str, str]]] = {}
         self._resolved: dict[tuple[str, str], tuple[Any, str, str]] = {}
-        self._index(root, self.base, "#")
+        self.base = own_base(root, DEFAULT_BASE)
+        self._index(root, DEFAULT_BASE, "#")
+        self.resources.setdefault(urldefrag(self.base)[0], (root, DEFAULT_BASE, "#"))
 
-    def _index(self, node, base: str, ptr: str) -> None:
+    def _index(self, node, base: str, ptr: str, names: bool = False) -> None:
+        """Record the resources and anchors under ``node`` (``base``: its parent's base URI;
+        ``names``: ``node`` maps names to schemas, as ``$defs`` does, rather than being a schema)."""
+        if names:
+            for k, v in node.items():
+                if isinstance(v, (dict, list)):
+                    self._index(v, base, f"{ptr}/{escape_pointer(k)}")
+            return
         if isinstance(node, dict):
+            own = base
             ident = node.get("$id") if isinstance(node.get("$id"), str) else None
             if ident is None and isinstance(node.get("id"), str) and not isinstance(node.get("type"), dict):
                 # draft-04 "id", only when it looks like a URI reference (not a property named id)
-                if ident is None and "properties" not in str(ptr).rsplit("/", 1)[-1]:
+                if "properties" not in str(ptr).rsplit("/", 1)[-1]:
                     ident = node.get("id") if node.get("id", "").startswith(("#", "http", "urn", "/")) else None
             if ident:
-                base = urljoin(base, ident)
-                url, frag = urldefrag(base)
+                url, frag = urldefrag(urljoin(base, ident))
                 if frag and not frag.startswith("/"):
-                    self.anchors[url + "#" + frag] = (node, url, ptr)
+                    self.anchors[url + "#" + frag] = (node, base, ptr)
                 elif not frag:
-                    self.resources[url] = (node, url, ptr)
+                    self.resources.setdefault(url, (node, base, ptr))
                 # else a JSON-pointer fragment ("id": "#/definitions/x", seen in draft-04 schemas): it only
                 # names this location, which pointers from the document reach anyway
-                base = url
+                own = url
             anchor = node.get("$anchor")
             if isinstance(anchor, str):
-                self.anchors[base + "#" + anchor] = (node, base, ptr)
+                self.anchors.setdefault(own + "#" + anchor, (node, base, ptr))
+            dyn = node.get("$dynamicAnchor")
+            if isinstance(dyn, str):
+                # a $ref to it is a plain $ref to an anchor; a $dynamicRef looks through the dynamic scope
+                self.anchors.setdefault(own + "#" + dyn, (node, base, ptr))
+                self.dynamic_anchors.setdefault(own, {}).setdefault(dyn, (node, base, ptr))
             for k, v in node.items():
-                # only containers can hold an $id or $anchor: no pointer is built for a leaf
-                if isinstance(v, (dict, list)) and k not in ("enum", "const", "examples", "default", "example"):
-                    self._index(v, base, f"{ptr}/{escape_pointer(k)}")
+                # only containers can hold an $id or $anchor: no pointer is built for a leaf; values
+                # (enum, default, ...) hold none
+                if isinstance(v, (dict, list)) and k not in VALUE_KEYWORDS:
+                    self._index(v, own, f"{ptr}/{escape_pointer(k)}", names=k in NAMED_SCHEMAS and isinstance(v, dict))
         elif isinstance(node, list):
             for i, v in enumerate(node):
                 if isinstance(v, (dict, list)):
                     self._index(v, base, f"{ptr}/{i}")
-        if ptr == "#":
-            self.resources.setdefault(urldefrag(self.base)[0], (self.root, urldefrag(self.base)[0], "#"))
+
+    def _load(self, url: str, ref: str, ptr: str):
+        """A document another one names, from the registry or the meta-schemas, indexed once."""
+        doc = self.documents.get(url, pointer=ptr, ref=ref)
+        where = f"{url}#"
+        self._index(doc, url, where)
+        self.resources[url] = (doc, url, where)
+        return self.resources[url]
 
     def resolve(self, ref: str, base: str, ptr: str):
-        """(subschema, its base URI, its JSON pointer) of ``ref`` met at ``ptr`` under ``base``
+        """(subschema, its parent's base URI, its JSON pointer) of ``ref`` met at ``ptr`` under ``base``
         (memoised: a large schema meets the same few hundred refs thousands of times)."""
         hit = self._resolved.get((ref, base))
         if hit is None:
@@ -68,14 +108,15 @@ class Resolver:
             return self.anchors[full]
         res = self.resources.get(url)
         if res is None:
-            raise UnsupportedFeature(f"$ref {ref!r} points outside this document (remote refs are not fetched)",
-                                     pointer=ptr, keyword="$ref")
-        node, rbase, rptr = res
+            res = self._load(url, ref, ptr)
+            if full in self.anchors:
+                return self.anchors[full]
+        node, pbase, rptr = res
         if not frag:
-            return node, rbase, rptr
+            return res
         if not frag.startswith("/"):
-            raise SchemaError(f"$ref {ref!r}: anchor {frag!r} not found", pointer=ptr)
-        cur = node
+            raise SchemaError(f"$ref {ref!r}: anchor {frag!r} not found in {url!r}", pointer=ptr)
+        cur, parent, own = node, pbase, own_base(node, pbase)
         cptr = rptr
         for part in frag.split("/")[1:]:
             part = unquote(part).replace("~1", "/").replace("~0", "~")
@@ -84,15 +125,39 @@ class Resolver:
             elif isinstance(cur, list) and part.isdigit() and int(part) < len(cur):
                 cur = cur[int(part)]
             else:
-                raise SchemaError(f"$ref {ref!r} does not resolve", pointer=ptr)
+                raise SchemaError(f"$ref {ref!r} does not resolve in {url!r}", pointer=ptr)
             cptr = f"{cptr}/{escape_pointer(part)}"
-            if isinstance(cur, dict) and isinstance(cur.get("$id"), str):
-                rbase = urljoin(rbase, cur["$id"])
-        return cur, rbase, cptr
+            if isinstance(cur, dict):
+                parent, own = own, own_base(cur, own)
+        return cur, parent, cptr
+
+
+def own_base(schema, parent_base: str) -> str:
+    """The base URI inside ``schema``: its ``$id`` resolved against its parent's base."""
+    if isinstance(schema, dict) and isinstance(schema.get("$id"), str):
+        return urldefrag(urljoin(parent_base, schema["$id"]))[0]
+    return parent_base
+
+
+def shown_uri(base: str, ref: str) -> str:
+    """``ref`` resolved against ``base`` as a message shows it (the root's made-up base left out)."""
+    full = urljoin(base, ref)
+    return full[len(DEFAULT_BASE):] if full.startswith(DEFAULT_BASE) else full
+
+
+_SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:")
 
 
 @functools.lru_cache(maxsize=65536)
 def urljoin(base: str, ref: str) -> str:
+    """RFC 3986 reference resolution, also for bases urllib does not treat as hierarchical
+    (``urn:uuid:...``, ``tag:``): a fragment replaces the base's, an absolute URI stands alone."""
+    if not ref:
+        return base
+    if ref.startswith("#"):
+        return urldefrag(base)[0] + ref
+    if _SCHEME.match(ref):
+        return ref
     return _urljoin(base, ref)
 
 
@@ -101,14 +166,31 @@ def escape_pointer(k) -> str:
 
 
 class SchemaNode:
-    """A subschema with the base URI and JSON pointer it was found at."""
+    """A subschema with its parent's base URI, its JSON pointer and ``scope``: the schema resources
+    (base URIs, outermost first, each once) evaluation passed through to reach it -- the dynamic
+    scope a ``$dynamicRef`` inside it is resolved in."""
 
-    __slots__ = ("schema", "base", "ptr")
+    __slots__ = ("schema", "base", "ptr", "scope")
 
-    def __init__(self, schema, base: str, ptr: str):
+    def __init__(self, schema, base: str, ptr: str, scope: tuple[str, ...] = ()):
         self.schema = schema
         self.base = base
         self.ptr = ptr
+        self.scope = scope
 
     def key(self):
         return (id(self.schema), self.base)
+
+    def inner_scope(self) -> tuple[str, ...]:
+        """The dynamic scope inside this subschema: ``scope`` and, when it starts a resource not in
+        it yet, that resource."""
+        own = own_base(self.schema, self.base)
+        return self.scope if own in self.scope else self.scope + (own,)
+
+    def child(self, schema, ptr: str, base: str | None = None) -> "SchemaNode":
+        """A subschema met inside this one (``base``: this one's own base when it has an ``$id``)."""
+        return SchemaNode(schema, self.base if base is None else base, ptr, self.inner_scope())
+
+    def replaced(self, schema) -> "SchemaNode":
+        """This location with a schema derived from its own (same base, pointer and scope)."""
+        return SchemaNode(schema, self.base, self.ptr, self.scope)

@@ -28,7 +28,7 @@ class StringsMixin:
                 check_pattern(s["pattern"], f"{n.ptr}/pattern")
                 patterns.append(s["pattern"])
             lo, hi = tighten_counts(s, n, lo, hi, "minLength", "maxLength")
-            f = s.get("format")
+            f = s.get("format") if self.opts.format == "assert" else None
             if isinstance(f, str) and (f in FORMAT_REGEXES or f in UNSUPPORTED_FORMATS):
                 if f in UNSUPPORTED_FORMATS and self.opts.lenient:
                     continue
@@ -41,7 +41,8 @@ class StringsMixin:
                 check_pattern(n.schema["not"]["pattern"], f"{n.ptr}/not/pattern")
         not_formats = [n.schema["not"]["format"] for n in nodes
                        if isinstance(n.schema.get("not"), dict) and n.schema["not"].get("format") in FORMAT_REGEXES
-                       and {k for k in n.schema["not"] if k not in ANNOTATIONS} == {"format"}]
+                       and {k for k in n.schema["not"] if k not in ANNOTATIONS} == {"format"}
+                       and self.opts.format == "assert"]
         if hi is not None and lo > hi:
             return None
         if not patterns and not formats and not not_patterns and not not_formats and not [v for v in excluded if isinstance(v, str)] and (
@@ -124,7 +125,7 @@ class StringsMixin:
 
     def key_dfa(self, names_nodes: list[SchemaNode]) -> DFA | None:
         """propertyNames as a string DFA (string keywords only)."""
-        e = self.value(names_nodes + [SchemaNode({"type": "string"}, names_nodes[0].base, names_nodes[0].ptr)])
+        e = self.value(names_nodes + [names_nodes[0].replaced({"type": "string"})])
         if e is None:
             return None
         d = self.terminal_union(e)

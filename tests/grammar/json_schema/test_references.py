@@ -1,0 +1,203 @@
+"""References across documents (registries, meta-schemas), $dynamicRef with its dynamic scope,
+``format`` read as an assertion or an annotation, and the errors each can raise."""
+from __future__ import annotations
+
+import pytest
+
+from structgen.compiler import GrammarCompiler
+from structgen.engine.matcher import Matcher
+from structgen.errors import InvalidArgument, SchemaError, UnsatisfiableSchema
+
+
+@pytest.fixture(scope="module")
+def comp(smol_info):
+    return GrammarCompiler(smol_info)
+
+
+def accepts(grammar, text: str) -> bool:
+    m = Matcher(grammar)
+    return m.accept_bytes(text.encode()) and m.is_accepting()
+
+
+DOCS = {
+    "https://example.com/schemas/address.json": {
+        "type": "object",
+        "properties": {"street": {"type": "string"}, "zip": {"$ref": "defs.json#/$defs/zip"}},
+        "required": ["street", "zip"],
+        "additionalProperties": False,
+    },
+    # a relative $ref in a registry document resolves against that document's URI
+    "https://example.com/schemas/defs.json": {"$defs": {"zip": {"type": "string", "pattern": "^[0-9]{5}$"}},
+                                              "$anchor": "defs"},
+}
+
+
+def test_refs_into_registry_documents_resolve_against_their_own_uri(comp):
+    schema = {"type": "object", "properties": {"home": {"$ref": "https://example.com/schemas/address.json"}},
+              "required": ["home"]}
+    g = comp.compile_json_schema(schema, registry=DOCS, property_order="any")
+    assert accepts(g, '{"home": {"street": "Main", "zip": "12345"}}')
+    assert not accepts(g, '{"home": {"street": "Main", "zip": "1234"}}')
+    assert not accepts(g, '{"home": {"street": "Main", "zip": 12345}}')
+
+
+def test_a_referencing_registry_is_taken_as_is(comp):
+    from referencing import Registry
+    from referencing.jsonschema import DRAFT202012
+
+    reg = Registry().with_resources((uri, DRAFT202012.create_resource(doc)) for uri, doc in DOCS.items())
+    g = comp.compile_json_schema({"$ref": "https://example.com/schemas/defs.json#/$defs/zip"}, registry=reg)
+    assert accepts(g, '"54321"') and not accepts(g, '"5432"')
+    # the final validator reads the same registry
+    assert g.validator.is_valid("54321") and not g.validator.is_valid("5432")
+
+
+def test_the_draft_meta_schemas_are_known_without_a_registry(comp):
+    g = comp.compile_json_schema({"$ref": "https://json-schema.org/draft/2020-12/schema"}, property_order="any")
+    assert accepts(g, '{"type": "integer", "minimum": 3}')
+    assert not accepts(g, '{"type": 1}')
+    assert not accepts(g, '{"minimum": "three"}')
+
+
+def test_urn_base_uris_resolve_fragments(comp):
+    schema = {"$id": "urn:uuid:deadbeef-1234-00ff-ff00-4321feebdaed",
+              "properties": {"foo": {"$ref": "#/$defs/bar"}}, "$defs": {"bar": {"type": "string"}}}
+    g = comp.compile_json_schema(schema)
+    assert accepts(g, '{"foo": "x"}') and not accepts(g, '{"foo": 1}')
+
+
+def test_nested_ids_are_applied_once(comp):
+    # $id inside $defs is resolved against the enclosing resource once, not twice
+    schema = {"$id": "https://example.com/root/base.json", "$ref": "nested/foo.json",
+              "$defs": {"foo": {"$id": "nested/foo.json", "$ref": "./bar.json"},
+                        "bar": {"$id": "nested/bar.json", "type": "number"}}}
+    g = comp.compile_json_schema(schema)
+    assert accepts(g, "5") and not accepts(g, '"a"')
+
+
+@pytest.mark.parametrize("registry,match", [
+    ({"https://e.com/a.json": 3}, "registry entry 'https://e.com/a.json' is a int"),
+    ([1, 2], "registry must be a referencing.Registry or a mapping"),
+    ({"": {}}, "registry key '' is not a URI"),
+])
+def test_bad_registries_are_schema_errors_naming_the_entry(comp, registry, match):
+    with pytest.raises(SchemaError, match=match):
+        comp.compile_json_schema({"$ref": "https://e.com/a.json"}, registry=registry)
+
+
+def test_an_unknown_document_names_the_uri_and_the_pointer(comp):
+    with pytest.raises(SchemaError) as e:
+        comp.compile_json_schema({"properties": {"a": {"$ref": "https://e.com/missing.json#/x"}}})
+    assert e.value.pointer == "#/properties/a"
+    assert "https://e.com/missing.json" in str(e.value) and "registry=" in str(e.value)
+
+
+def test_a_retriever_that_fails_is_reported_not_raised(comp):
+    from referencing import Registry
+
+    def retrieve(uri):
+        raise OSError("no network here")
+
+    with pytest.raises(SchemaError, match="no network here"):
+        comp.compile_json_schema({"$ref": "https://e.com/x.json"}, registry=Registry(retrieve=retrieve))
+
+
+@pytest.mark.parametrize("schema,pointer", [
+    ({"$defs": {"a": {"$ref": "#/$defs/b"}, "b": {"$ref": "#/$defs/a"}}, "$ref": "#/$defs/a"}, "#/$defs/b"),
+    ({"$ref": "#"}, "#"),
+    ({"$defs": {"a": {"$ref": "#/$defs/a", "type": "object"}}, "$ref": "#/$defs/a"}, "#/$defs/a"),
+])
+def test_reference_cycles_are_schema_errors(comp, schema, pointer):
+    with pytest.raises(SchemaError, match="reference cycle") as e:
+        comp.compile_json_schema(schema)
+    assert e.value.pointer == pointer
+
+
+def test_recursion_through_values_is_not_a_cycle(comp):
+    tree = {"$defs": {"t": {"type": "object", "properties": {"kids": {"type": "array", "items": {"$ref": "#/$defs/t"}}}}},
+            "$ref": "#/$defs/t"}
+    g = comp.compile_json_schema(tree)
+    assert accepts(g, '{"kids": [{"kids": []}, {}]}') and not accepts(g, '{"kids": [1]}')
+
+
+# a generic list whose item type a referring schema chooses through $dynamicAnchor (the suite's
+# "generic list" pattern, in one document)
+GENERIC = {
+    "$id": "https://example.com/strings.json",
+    "$ref": "list.json",
+    "$defs": {
+        "items": {"$dynamicAnchor": "item", "type": "string"},
+        "list": {"$id": "list.json", "type": "array", "items": {"$dynamicRef": "#item"},
+                 "$defs": {"default": {"$dynamicAnchor": "item"}}},
+    },
+}
+
+
+def test_dynamic_refs_take_the_outermost_dynamic_anchor(comp):
+    g = comp.compile_json_schema(GENERIC)
+    assert accepts(g, '["a", "b"]') and not accepts(g, '["a", 1]')
+    # the list reached without the referring resource in scope: its own anchor, any item
+    alone = comp.compile_json_schema({"$ref": "https://example.com/list.json"},
+                                     registry={"https://example.com/list.json": GENERIC["$defs"]["list"]})
+    assert accepts(alone, '["a", 1, null]')
+
+
+def test_the_same_list_under_two_scopes_compiles_twice(comp):
+    ints = {"$id": "https://example.com/ints.json", "$ref": "https://example.com/list.json",
+            "$defs": {"i": {"$dynamicAnchor": "item", "type": "integer"}}}
+    lst = {"$id": "https://example.com/list.json", "type": "array", "items": {"$dynamicRef": "#item"},
+           "$defs": {"default": {"$dynamicAnchor": "item"}}}
+    both = {"type": "object", "properties": {"n": {"$ref": "https://example.com/ints.json"},
+                                             "any": {"$ref": "https://example.com/list.json"}}}
+    reg = {"https://example.com/ints.json": ints, "https://example.com/list.json": lst}
+    g = comp.compile_json_schema(both, registry=reg, property_order="any")
+    assert accepts(g, '{"n": [1, 2], "any": ["x", 1, null]}')
+    assert not accepts(g, '{"n": [1, "x"]}')
+
+
+def test_a_dynamic_ref_without_a_dynamic_anchor_bookend_is_a_plain_ref(comp):
+    schema = {"$id": "https://example.com/s.json", "type": "array", "items": {"$dynamicRef": "#/$defs/n"},
+              "$defs": {"n": {"type": "number"}}}
+    g = comp.compile_json_schema(schema)
+    assert accepts(g, "[1, 2.5]") and not accepts(g, '["a"]')
+
+
+@pytest.mark.parametrize("fmt,ok", [("assert", False), ("annotate", True)])
+def test_format_is_asserted_or_an_annotation(comp, fmt, ok):
+    g = comp.compile_json_schema({"type": "string", "format": "date"}, format=fmt)
+    assert accepts(g, '"2026-11-27"')
+    assert accepts(g, '"next tuesday"') is ok
+    assert g.validator.is_valid("next tuesday") is ok
+
+
+def test_not_format_under_annotate_excludes_every_string(comp):
+    with pytest.raises(UnsatisfiableSchema):
+        comp.compile_json_schema({"type": "string", "not": {"format": "email"}}, format="annotate")
+
+
+def test_format_mode_is_checked(comp):
+    with pytest.raises(InvalidArgument, match="format must be"):
+        comp.compile_json_schema({"type": "string"}, format="strict")
+
+
+@pytest.mark.parametrize("schema", [False, {"enum": []}, {"allOf": [{"type": "string"}, {"type": "integer"}]},
+                                    {"not": {}}])
+def test_schemas_no_value_satisfies_are_unsatisfiable(comp, schema):
+    with pytest.raises(UnsatisfiableSchema):
+        comp.compile_json_schema(schema)
+
+
+def test_an_empty_enum_inside_a_branch_only_removes_that_branch(comp):
+    g = comp.compile_json_schema({"anyOf": [{"enum": []}, {"type": "integer"}]})
+    assert accepts(g, "3") and not accepts(g, '"a"')
+    # a property no value satisfies is a property that cannot be present (as jsonschema reads it)
+    g = comp.compile_json_schema({"type": "object", "properties": {"a": {"enum": []}}})
+    assert accepts(g, '{"b": 1}') and not accepts(g, '{"a": 1}')
+
+
+def test_registry_contents_are_part_of_the_cache_key(comp):
+    schema = {"$ref": "https://e.com/t.json"}
+    a = comp.compile_json_schema(schema, registry={"https://e.com/t.json": {"type": "integer"}})
+    b = comp.compile_json_schema(schema, registry={"https://e.com/t.json": {"type": "string"}})
+    assert accepts(a, "1") and not accepts(a, '"x"')
+    assert accepts(b, '"x"') and not accepts(b, "1")
