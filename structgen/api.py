@@ -13,31 +13,18 @@ import re
 from pathlib import Path
 from typing import Any, Iterator
 
-from .compiler import GrammarCompiler
+from .compiler import GrammarCompiler, compiler_for
 from .engine.compiled import CompiledGrammar
 from .engine.matcher import Matcher
 from .errors import GenerationError, InvalidArgument
 from .deadlines import DEFAULT_TIMEOUT, deadline_after
+from .models import resolve_model
+from .runtime.prompts import schema_prompt, task_prompt
+
+__all__ = ["generate_json", "generate_regex", "generate_grammar", "generate_structural_tag", "compiler_for",
+           "resolve_model", "schema_prompt", "task_prompt", "reasoning_spec", "DEFAULT_MAX_TOKENS"]
 
 DEFAULT_MAX_TOKENS = 512
-
-
-def compiler_for(model) -> GrammarCompiler:
-    """The (cached) GrammarCompiler for a model's tokenizer."""
-    comp = getattr(model, "_structgen_compiler", None)
-    if comp is None or comp.tokenizer is not model.info:
-        comp = GrammarCompiler(model.info)
-        object.__setattr__(model, "_structgen_compiler", comp)
-    return comp
-
-
-def resolve_model(model):
-    """A structgen Model: the embedded SmolLM2 for None, ``load_model(path)`` for a path."""
-    if model is None or isinstance(model, str):
-        from .models import load_model
-
-        return load_model(model)
-    return model
 
 
 def _run(model, grammar: CompiledGrammar, prompt_text: str, **kw):
@@ -143,25 +130,6 @@ def _batch_outputs(results: list, finish, return_exceptions: bool) -> list:
                                       reason=getattr(e, "reason", "error"), num_tokens=getattr(e, "num_tokens", None)) from e
             out.append(e)
     return out
-
-
-def schema_prompt(schema: dict, user: str | None = None) -> str:
-    """The user turn: the request (or one built from the schema's title and
-    description when there is none), then the schema the answer must follow."""
-    return f"{task_prompt(schema, user)}\n\nReply with JSON only, following this JSON Schema:\n{json.dumps(schema)}"
-
-
-def task_prompt(schema: dict, user: str | None = None) -> str:
-    """The request alone (or one built from the schema's title and description), no format."""
-    if not user:
-        parts = []
-        if isinstance(schema, dict):
-            if schema.get("title"):
-                parts.append(f"Create an example {schema['title']}.")
-            if schema.get("description"):
-                parts.append(str(schema["description"]))
-        user = " ".join(parts) or "Create an example value."
-    return user
 
 
 def generate_json(model, schema: Any, prompt: str | None = None, *, max_tokens: int = DEFAULT_MAX_TOKENS,

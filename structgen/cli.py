@@ -22,6 +22,8 @@ import shlex
 import sys
 from typing import Sequence
 
+from .sampler_methods import METHODS as SAMPLER_METHODS
+
 __all__ = ["build_parser", "main"]
 
 QUICK_SAMPLE = 50
@@ -519,7 +521,7 @@ def _add_generate(sub) -> None:
                    help="with --schema: whether `format` constrains strings (assert, default) or is an annotation")
     p.add_argument("--registry", default=None,
                    help="with --schema: a JSON file mapping URIs to the schemas its $refs name (nothing is fetched)")
-    p.add_argument("--sampler", choices=["masked", "asap", "awrs", "smc", "decog"], default=None,
+    p.add_argument("--sampler", choices=list(SAMPLER_METHODS), default=None,
                    help="draw from a distribution-correcting sampler instead of greedy decoding")
     p.add_argument("--hmm", default=None, help="the HMM for --sampler decog (made by `structgen hmm distill`)")
     p.add_argument("--particles", type=int, default=8, help="SMC particles (with --sampler smc)")

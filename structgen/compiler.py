@@ -442,3 +442,12 @@ class GrammarCompiler:
     def compile_builtin_json(self, **kw) -> CompiledGrammar:
         """Any JSON value (``grammars/json.lark`` semantics, via the schema ``{}``)."""
         return self.compile_json_schema({}, **kw)
+
+
+def compiler_for(model) -> GrammarCompiler:
+    """The (cached) GrammarCompiler for a model's tokenizer (kept on the model object)."""
+    comp = getattr(model, "_structgen_compiler", None)
+    if comp is None or comp.tokenizer is not model.info:
+        comp = GrammarCompiler(model.info)
+        object.__setattr__(model, "_structgen_compiler", comp)
+    return comp

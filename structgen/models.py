@@ -453,3 +453,10 @@ def _load(name_or_path: str | None, dt: torch.dtype, root: Path) -> Model:
 
 # Re-exported for callers that want to check the bundled file's name.
 DEFAULT_GGUF_FILE = SMOLLM2_GGUF_NAME
+
+
+def resolve_model(model):
+    """A structgen Model: the embedded SmolLM2 for None, ``load_model(path)`` for a path."""
+    if model is None or isinstance(model, str):
+        return load_model(model)
+    return model

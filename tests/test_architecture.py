@@ -5,6 +5,9 @@
   ``fsa_kernels``, the one public module of numba helpers both sides share);
 * ``engine/`` and ``grammar/`` never import torch (the engine serves any backend), and
   ``grammar/`` never imports ``engine/``, the runtime or the integrations;
+* ``runtime/`` and ``kg/`` sit below the entry layer: they never import ``api``, ``cli``, the
+  integrations or the benchmarks (the per-model helpers they need live in ``compiler``, ``models``
+  and ``runtime.prompts``);
 * no module imports a ``_private`` name from another package.
 """
 from __future__ import annotations
@@ -104,9 +107,19 @@ def test_the_scan_sees_the_imports_it_checks():
     assert "structgen.runtime.loop" in found  # imported inside a function
 
 
-@pytest.mark.parametrize("name", ["shipped.py", "deadlines.py", "errors.py"])
+@pytest.mark.parametrize("name", ["shipped.py", "deadlines.py", "errors.py", "sampler_methods.py"])
 def test_the_leaves_import_nothing_of_structgen_but_its_errors(name):
     """Modules every layer may use (the shipped grammars, the generation deadline, the errors) sit
     below them all."""
     for mod, _, line in _imports(PKG / name):
         assert not mod.startswith("structgen") or mod == "structgen.errors", f"{name}:{line} imports {mod}"
+
+
+ENTRY_LAYER = ("structgen.api", "structgen.cli", "structgen.integrations", "structgen.bench")
+
+
+@pytest.mark.parametrize("path", _sources("runtime") + _sources("kg"), ids=lambda p: str(p.relative_to(PKG)))
+def test_runtime_and_kg_never_import_the_entry_layer(path):
+    for mod, _, line in _imports(path):
+        assert not any(mod == e or mod.startswith(e + ".") for e in ENTRY_LAYER), \
+            f"{path.relative_to(PKG)}:{line} imports {mod}, an entry point above it"

@@ -64,7 +64,7 @@ def _forward_ms(model: Any, threads: int, ks, repeats: int) -> dict[str, float]:
 
 
 def _constraints(model: Any) -> dict[str, Any]:
-    from ..api import compiler_for
+    from ..compiler import compiler_for
 
     comp = compiler_for(model)
     return {"unconstrained": None,
@@ -78,7 +78,7 @@ def decode_speeds(model: Any, *, n_tokens: int, repeats: int, threads: int,
     plain tokens/s per constraint that ``vs plain`` divides by (default: this run's plain rows)."""
     import torch
 
-    from ..api import schema_prompt
+    from ..runtime.prompts import schema_prompt
     from ..engine.matcher import Matcher
     from ..errors import GenerationError
     from ..runtime.budget import BudgetGuard

@@ -131,7 +131,7 @@ def _finite_part(model, *, hidden_sizes: Sequence[int], samples: int, seed: int,
     """One enumeration, one set of model samples, an HMM per size in ``hidden_sizes``.  Besides
     TV over token sequences: TV over strings (tokenizations summed) and the mass on each string's
     most likely tokenization under pi, which separate masking's two biases."""
-    from ..api import compiler_for
+    from ..compiler import compiler_for
     from ..engine.matcher import Matcher
     from ..runtime.sampling.decog import DecoG
     from ..runtime.sampling.exact import enumerate_target, total_variation
@@ -192,7 +192,7 @@ def _loglik_per_token(lm, ids: list[int], eos: int) -> float:
 
 
 def _task_part(model, *, hidden: int, samples: int, seed: int, echo) -> dict:
-    from ..api import compiler_for
+    from ..compiler import compiler_for
     from ..engine.matcher import Matcher
     from ..runtime.sampling.decog import DecoG
     from ..runtime.sampling.hmm_distill import distill_hmm, sample_continuations
@@ -246,7 +246,7 @@ def _task_part(model, *, hidden: int, samples: int, seed: int, echo) -> dict:
 
 
 def _speed_part(model, *, hidden_sizes, seed: int, echo, repeats: int = 20) -> dict:
-    from ..api import compiler_for
+    from ..compiler import compiler_for
     from ..runtime.sampling.decog import DecoG
     from ..runtime.sampling.hmm import fit_hmm
     from ..runtime.sampling.hmm_distill import sample_continuations

@@ -238,7 +238,7 @@ class StructgenGen(GenEngine):
         return v if v != "unknown" else "dev"
 
     def setup(self, model: Any) -> None:
-        from ..api import compiler_for
+        from ..compiler import compiler_for
         from ..errors import StructgenError
 
         self.compile_error_types = (StructgenError,)

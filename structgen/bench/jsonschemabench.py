@@ -153,7 +153,7 @@ def build_prompt(model: Any, schema: Any, max_prompt_tokens: int | None) -> tupl
     it is cut (the constraint still uses the whole schema) to the longest
     prefix that fits, followed by :data:`TRUNCATION_NOTE`.
     """
-    from ..api import schema_prompt
+    from ..runtime.prompts import schema_prompt
 
     user = schema_prompt(schema if isinstance(schema, dict) else {})
     if not isinstance(schema, dict):

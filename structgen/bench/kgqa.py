@@ -265,7 +265,7 @@ def run_kgqa_bench(*, graph: str = "countries", parts: Sequence[str] = ("soundne
               f"match the graph ({s['query_seconds']:.0f} s); {s['chains'] - s['chains_failing']}/{s['chains']} "
               f"random chains state only true, chained facts ({s['chain_seconds']:.0f} s)")
     if "sparql" in parts or "chain" in parts:
-        from ..api import resolve_model
+        from ..models import resolve_model
 
         model = resolve_model(model)
     if "sparql" in parts:

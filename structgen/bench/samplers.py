@@ -150,7 +150,7 @@ def run_samplers_bench(*, toy_samples: int = 20000, real_samples: int = 2000, js
                       "floor": _noise_floor(pi, toy_samples), "rows": rows}
         echo(format_part("Toy (exact harness)", out["toy"]))
     if "real" in parts or "jsb" in parts:
-        from ..api import compiler_for
+        from ..compiler import compiler_for
         from ..models import load_model
 
         model = load_model()
@@ -191,7 +191,8 @@ def run_samplers_bench(*, toy_samples: int = 20000, real_samples: int = 2000, js
 def _jsb_part(model, n_schemas: int, seed: int, particles: int, echo, max_tokens: int = 160) -> dict:
     import jsonschema
 
-    from ..api import compiler_for, schema_prompt
+    from ..compiler import compiler_for
+    from ..runtime.prompts import schema_prompt
     from ..runtime.sampling.draw import draw_one, draw_samples
     from ..runtime.sampling.lm import ModelLM
     from .jsonschemabench import load_jsonschemabench, sample_cases

@@ -82,6 +82,7 @@ except ImportError as e:  # pragma: no cover - exercised only without the extra
     ) from e
 
 from ..deadlines import DEFAULT_TIMEOUT
+from ..sampler_methods import METHODS, check_method
 from .tools import normalize_tool, parse_tool_call, tool_call_schema, tools_instruction
 
 __all__ = ["ChatStructgen", "StructgenOutputParser"]
@@ -351,7 +352,7 @@ class ChatStructgen(BaseChatModel):
     """Whether invoke() streams internally (callbacks see every token)."""
     schema_in_prompt: bool = True
     """Describe the schema / tools in the prompt (appended to the last user message)."""
-    sampler: Optional[Literal["masked", "asap", "awrs", "smc", "decog"]] = None
+    sampler: Optional[Literal[METHODS]] = None
     """Structured answers drawn by a distribution-correcting sampler (``structgen.sample``) at
     ``temperature`` (1.0 when 0) instead of the decoding loop; free text is unaffected."""
     particles: int = Field(default=8, ge=1)
@@ -450,8 +451,8 @@ class ChatStructgen(BaseChatModel):
         p.particles = int(kwargs.get("particles", self.particles))
         p.hmm = kwargs.get("hmm", self.hmm)
         p.speculative = bool(kwargs.get("speculative", self.speculative))
-        if p.sampler is not None and p.sampler not in ("masked", "asap", "awrs", "smc", "decog"):
-            raise ValueError(f"unsupported sampler {p.sampler!r}: masked, asap, awrs, smc or decog")
+        if p.sampler is not None:
+            check_method(p.sampler)
         p.stops = list(stop if stop is not None else (self.stop or []))
 
         model = self.get_model()
@@ -465,7 +466,8 @@ class ChatStructgen(BaseChatModel):
         if response_format is not None:
             schema, strict = self._response_format_schema(response_format)
             if schema is not None:
-                from ..api import compiler_for, schema_prompt
+                from ..compiler import compiler_for
+                from ..runtime.prompts import schema_prompt
 
                 p.mode = "json"
                 p.grammar = compiler_for(model).compile_json_schema(schema, whitespace="compact", strict=strict)
@@ -473,7 +475,7 @@ class ChatStructgen(BaseChatModel):
                 instruction = (schema_prompt(schema) if response_format.get("type") == "json_schema"
                                else "Answer with a single JSON object.")
         elif tools:
-            from ..api import compiler_for
+            from ..compiler import compiler_for
 
             p.tools = [normalize_tool(t) for t in tools]
             choice = _normalize_tool_choice(tool_choice, p.tools)

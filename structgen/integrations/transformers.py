@@ -217,7 +217,7 @@ class StructgenLogitsProcessor(LogitsProcessor):
 
 # -- convenience constructors --------------------------------------------------------------------
 def _compiler(model: Any):
-    from ..api import compiler_for
+    from ..compiler import compiler_for
 
     if not hasattr(model, "info") or not hasattr(model, "hf_model"):
         raise TypeError(f"expected a structgen Model (structgen.load_model()), got {type(model).__name__}")

@@ -66,7 +66,7 @@ class ChainResult:
 
 # -- matchers ---------------------------------------------------------------------------------------------
 def _compiler(model_or_info):
-    from ..api import compiler_for
+    from ..compiler import compiler_for
     from ..compiler import GrammarCompiler
 
     if hasattr(model_or_info, "info"):
@@ -171,7 +171,7 @@ def generate_sparql(model: Any, question: str, kg: KnowledgeGraph, *, max_tokens
     (free text up to a line break: the benchmark's baseline).  Raises ``GenerationError`` when
     no query finishes within ``max_tokens``, and a constrained query that the graph refuses is a
     bug, raised as ``KnowledgeGraphError``."""
-    from ..api import resolve_model
+    from ..models import resolve_model
 
     model = resolve_model(model)
     prompt = sparql_prompt(kg, question, shots=shots)
@@ -230,7 +230,7 @@ def generate_chain(model: Any, question: str, kg: KnowledgeGraph, start: Sequenc
     ``beams`` > 1 runs beam search under the constraint (a beam's score sums the model's
     log-probabilities of its tokens) and returns the best finished beam, the others in ``.beams``.
     ``constrain="format"`` keeps the format only (the benchmark's baseline: facts may be false)."""
-    from ..api import resolve_model
+    from ..models import resolve_model
 
     if constrain not in ("graph", "format"):
         raise ValueError(f"constrain must be 'graph' or 'format', got {constrain!r}")

@@ -1,14 +1,16 @@
 """Chat prompts: the one place a conversation becomes prompt text.
 
-Every entry point that talks to a chat model (``generate_*``, the LangChain chat model, the CLI,
+Also the user turn built from a JSON Schema (``schema_prompt``, ``task_prompt``), which every entry
+point and benchmark sends.  Every entry point that talks to a chat model (``generate_*``, the LangChain chat model, the CLI,
 the benchmarks) renders through :func:`render_chat`, so they agree on the template, on the
 fallback for tokenizers without one, and on roles a template refuses.
 """
 from __future__ import annotations
 
+import json
 from typing import Any, Sequence
 
-__all__ = ["render_chat", "user_prompt"]
+__all__ = ["render_chat", "user_prompt", "schema_prompt", "task_prompt"]
 
 
 def render_chat(hf_tokenizer: Any, messages: Sequence[dict[str, str]]) -> str:
@@ -45,3 +47,22 @@ def user_prompt(hf_tokenizer: Any, user: str, system: str | None = None) -> str:
     messages = ([{"role": "system", "content": system}] if system is not None else []) + \
         [{"role": "user", "content": user}]
     return render_chat(hf_tokenizer, messages)
+
+
+def schema_prompt(schema: dict, user: str | None = None) -> str:
+    """The user turn: the request (or one built from the schema's title and
+    description when there is none), then the schema the answer must follow."""
+    return f"{task_prompt(schema, user)}\n\nReply with JSON only, following this JSON Schema:\n{json.dumps(schema)}"
+
+
+def task_prompt(schema: dict, user: str | None = None) -> str:
+    """The request alone (or one built from the schema's title and description), no format."""
+    if not user:
+        parts = []
+        if isinstance(schema, dict):
+            if schema.get("title"):
+                parts.append(f"Create an example {schema['title']}.")
+            if schema.get("description"):
+                parts.append(str(schema["description"]))
+        user = " ".join(parts) or "Create an example value."
+    return user

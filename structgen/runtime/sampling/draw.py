@@ -28,11 +28,11 @@ from .asap import ASAp
 from .awrs import ESTIMATORS, sample_awrs
 from .lm import ModelLM
 from .sequence import DeadEnd, sample_masked
+from ...sampler_methods import METHODS, check_method
 from .smc import run_smc
 
 __all__ = ["Sample", "sample", "METHODS", "draw_one", "draw_samples", "generate_with_sampler"]
 
-METHODS = ("masked", "asap", "awrs", "smc", "decog")
 
 
 @dataclass
@@ -50,7 +50,7 @@ class Sample:
 
 
 def _constraint(model, schema, regex, grammar, start: str, whitespace: str):
-    from ...api import compiler_for
+    from ...compiler import compiler_for
 
     given = [x is not None for x in (schema, regex, grammar)]
     if sum(given) != 1:
@@ -66,8 +66,7 @@ def _constraint(model, schema, regex, grammar, start: str, whitespace: str):
 
 
 def _check_method(method: str, estimator: str) -> None:
-    if method not in METHODS:
-        raise InvalidArgument(f"unknown sampling method {method!r}: one of {METHODS}")
+    check_method(method)
     if estimator not in ESTIMATORS:
         raise InvalidArgument(f"unknown AWRS estimator {estimator!r}: one of {ESTIMATORS}")
 
@@ -88,7 +87,8 @@ def sample(model: Any, prompt: str, *, schema: Any = None, regex: str | None = N
     distill``); the prompt is given to the model as it is, without the schema (the HMM carries the
     format); ``prune``: keep the top ``prune`` hidden states each step (an int) or the fewest holding
     that share of their mass (a float below 1)."""
-    from ...api import resolve_model, schema_prompt
+    from ...models import resolve_model
+    from ..prompts import schema_prompt
 
     _check_method(method, estimator)
     if n < 1:
