@@ -22,6 +22,7 @@ from .logic import BranchBudget, LogicMixin
 from .numeric import NumbersMixin
 from .objects import ObjectsMixin
 from .documents import Documents
+from .vocabularies import keywords_left_out
 from .refs import DEFAULT_BASE, Resolver, SchemaNode, own_base, shown_uri, urljoin
 from .strings import StringsMixin
 
@@ -53,7 +54,8 @@ class SchemaCompiler(LogicMixin, FiniteValuesMixin, StringsMixin, NumbersMixin, 
         # drafts 4-7: "$ref" replaces its schema object (siblings are ignored), and keywords
         # of later drafts mean nothing -- as the declared draft's own validator reads it
         self.ref_overrides = draft is not None and draft <= 7
-        self.unknown_keywords = LATER_KEYWORDS.get(draft, frozenset())
+        self.left_out = keywords_left_out(root, self.resolver.documents)  # by the meta-schema's $vocabulary
+        self.unknown_keywords = LATER_KEYWORDS.get(draft, frozenset()) | self.left_out
         self._not_own = ANNOTATIONS | {"$ref", "$dynamicRef", "allOf"} | self.unknown_keywords  # what flatten keeps out
         ws = self.opts.max_whitespace if self.opts.max_whitespace is not None else DEFAULT_MAX_WHITESPACE
         if opts.whitespace not in ("flexible", "compact"):
@@ -107,7 +109,8 @@ class SchemaCompiler(LogicMixin, FiniteValuesMixin, StringsMixin, NumbersMixin, 
 
     def validator(self):
         if self._validator is None:
-            self._validator = make_validator(self.root, format=self.opts.format, registry=self.opts.registry)
+            self._validator = make_validator(self.root, format=self.opts.format, registry=self.opts.registry,
+                                             ignore=self.left_out)
         return self._validator
 
     def validator_at(self, n: SchemaNode):

@@ -147,17 +147,20 @@ def check_schema(schema) -> None:
         raise SchemaError(f"invalid schema: {e.message}", pointer=ptr) from None
 
 
-def make_validator(schema, *, format: str = "assert", registry=None):
+def make_validator(schema, *, format: str = "assert", registry=None, ignore: frozenset = frozenset()):
     """A jsonschema validator for final checks and value checks, reading the same documents as the
     compiler (``registry``; never the network).  With ``format="assert"``, formats the compiler
     asserts are checked with the compiler's own automata (as the grammar checks them: jsonschema's
     own checkers for ``uri`` and others need optional packages, and without them it accepts any
-    string); with ``"annotate"`` no format is checked."""
+    string); with ``"annotate"`` no format is checked.  ``ignore``: keywords that assert nothing here
+    (those of vocabularies the schema's meta-schema leaves out)."""
     from .documents import as_registry
 
     from ..regex_jsonschema import ecma_patterns
 
-    cls = ecma_patterns(validator_for(schema))  # patterns may use ECMA-262's \p{...}
+    from .vocabularies import ignoring
+
+    cls = ignoring(ecma_patterns(validator_for(schema)), ignore)  # patterns may use ECMA-262's \p{...}
     checker = format_checker() if format == "assert" else None
     return cls(schema, format_checker=checker, registry=as_registry(registry))
 

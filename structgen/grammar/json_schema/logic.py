@@ -115,7 +115,7 @@ class LogicMixin:
                 out.extend(sub)
             if refs and self.ref_overrides:
                 continue  # drafts 4-7: the keywords beside "$ref" are not evaluated
-            if "allOf" in s:
+            if "allOf" in s and "allOf" not in self.unknown_keywords:
                 all_of = s["allOf"]
                 if not isinstance(all_of, list) or not all_of:
                     raise SchemaError("allOf must be a non-empty array", pointer=n.ptr + "/allOf")

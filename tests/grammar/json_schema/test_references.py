@@ -201,3 +201,30 @@ def test_registry_contents_are_part_of_the_cache_key(comp):
     b = comp.compile_json_schema(schema, registry={"https://e.com/t.json": {"type": "string"}})
     assert accepts(a, "1") and not accepts(a, '"x"')
     assert accepts(b, '"x"') and not accepts(b, "1")
+
+
+NO_VALIDATION = {
+    "$schema": "https://json-schema.org/draft/2020-12/schema", "$id": "https://example.com/meta/no-validation",
+    "$vocabulary": {"https://json-schema.org/draft/2020-12/vocab/applicator": True,
+                    "https://json-schema.org/draft/2020-12/vocab/core": True},
+    "$dynamicAnchor": "meta",
+    "allOf": [{"$ref": "https://json-schema.org/draft/2020-12/meta/applicator"},
+              {"$ref": "https://json-schema.org/draft/2020-12/meta/core"}],
+}
+
+
+def test_a_meta_schema_without_the_validation_vocabulary_makes_its_keywords_annotations(comp):
+    schema = {"$schema": "https://example.com/meta/no-validation",
+              "properties": {"bad": False, "n": {"minimum": 10}}}
+    g = comp.compile_json_schema(schema, registry={"https://example.com/meta/no-validation": NO_VALIDATION})
+    assert accepts(g, '{"n": 1}') and not accepts(g, '{"bad": 1}')
+    assert g.validator.is_valid({"n": 1}) and not g.validator.is_valid({"bad": 1})
+
+
+def test_a_meta_schema_requiring_an_unknown_vocabulary_is_refused(comp):
+    from structgen.errors import UnsupportedFeature
+
+    meta = dict(NO_VALIDATION, **{"$vocabulary": {"https://example.com/vocab/mine": True}})
+    with pytest.raises(UnsupportedFeature, match="vocabulary"):
+        comp.compile_json_schema({"$schema": "https://example.com/meta/mine", "type": "integer"},
+                                 registry={"https://example.com/meta/mine": meta})
