@@ -176,6 +176,8 @@ def _add_bench_jsonschemabench(bench_sub: argparse._SubParsersAction) -> None:
                         "so compile times are those of a schema seen for the first time)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument("--no-plot", action="store_true", help="do not write the PNG")
+    p.add_argument("--format", choices=["assert", "annotate"], default="assert",
+                   help="how structgen reads `format` and how outputs are scored (default assert, as generate_json)")
     p.set_defaults(func=_run_bench_jsonschemabench)
 
 
@@ -203,7 +205,8 @@ def _run_bench_jsonschemabench(args: argparse.Namespace) -> int:
         from .models import DEFAULT_MODEL_NAME
 
         label = Path(args.model).name if args.model else DEFAULT_MODEL_NAME
-        output = str(Path("bench-out") / "jsonschemabench" / (label + ("-quick" if args.quick else "")))
+        output = str(Path("bench-out") / "jsonschemabench" / (label + ("-quick" if args.quick else "")
+                                                              + ("-annotate" if args.format == "annotate" else "")))
     cfg = JSBConfig(
         data=args.data,
         model=args.model,
@@ -222,6 +225,7 @@ def _run_bench_jsonschemabench(args: argparse.Namespace) -> int:
         fresh_regex_cache=not args.warm_regex_cache,
         mem_limit_gb=args.mem_limit_gb or None,
         command="structgen " + " ".join(shlex.quote(a) for a in args._argv),
+        format=args.format,
     )
     try:
         res = run_jsonschemabench(cfg)

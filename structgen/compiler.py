@@ -50,6 +50,7 @@ DEEP_RECURSION_LIMIT = 100_000
 COMPILE_TIMEOUT_S = 60.0
 COMPILE_MAX_MEMORY = 4 << 30  # bytes of resident memory the process may grow by during one compile
 _POLL_S = 0.02
+_RESEND_S = 0.5  # a cancellation not acted on within this is sent again
 
 
 class _Cancelled(BaseException):
@@ -154,6 +155,14 @@ class _DeepRunner:
                 end_rss = _resident_bytes()
                 trim_after(time.monotonic() - t0, None if end_rss is None or start_rss is None else end_rss - start_rss)
 
+    def _cancel(self, thread, box: dict) -> bool:
+        """Raise :class:`_Cancelled` in the compile thread if it still runs ``box``'s job."""
+        with self._state:
+            if self._running is box:
+                _set_async_exc(thread.ident, _Cancelled)
+                return True
+            return False
+
     def _wait(self, thread, box: dict, done: threading.Event, t0: float, start_rss: int | None,
               timeout: float | None, max_memory: int | None) -> dict:
         """Wait for the job in ``box``, stopping it past ``timeout`` or ``max_memory``."""
@@ -171,12 +180,11 @@ class _DeepRunner:
                 if rss is not None and rss - start_rss > max_memory:
                     limit = "memory"
             if limit is not None:
-                with self._state:
-                    if self._running is box:
-                        _set_async_exc(thread.ident, _Cancelled)
-                        cancelled = True
-                    else:
-                        cancelled = False
+                cancelled = self._cancel(thread, box)
+                # sent again while the job still runs: code that catches every exception (a garbage
+                # collector callback of another library, "Exception ignored in ...") can swallow one
+                while cancelled and not done.wait(_RESEND_S):
+                    self._cancel(thread, box)
                 done.wait()
                 # the exception may surface wrapped (raised inside a numba dispatcher's Python
                 # callback it comes back as SystemError): any error of a cancelled job is the cancellation;

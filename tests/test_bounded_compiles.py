@@ -64,3 +64,25 @@ def test_the_compilers_own_bounds_apply_to_every_kind(smol_info):
     with pytest.raises(CompileLimitExceeded):
         c.compile_lark(lark)
     assert c.compile_regex(r"[a-z]{1,5}", timeout=30) is not None  # a call's own bound overrides
+
+
+def test_a_cancellation_swallowed_once_is_sent_again():
+    """Code that catches every exception (a gc callback of another library) may eat the first
+    cancellation: the compile is still stopped, within a second of its bound."""
+    from structgen.compiler import run_deep
+
+    def job():
+        swallowed = 0
+        while True:
+            try:
+                while True:
+                    time.sleep(0.001)
+            except BaseException:
+                swallowed += 1
+                if swallowed > 1:
+                    raise
+
+    t0 = time.monotonic()
+    with pytest.raises(CompileLimitExceeded, match="time bound of 0.2 s"):
+        run_deep(job, timeout=0.2)
+    assert time.monotonic() - t0 < 3

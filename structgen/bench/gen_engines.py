@@ -172,10 +172,12 @@ class GenEngine:
     ``constrained``: False for the baselines.  ``baseline``: the engine whose
     TPOT is the denominator of this engine's overhead.  ``settings``: one line
     for the report.  ``compile_error_types``: exceptions of :meth:`compile`
-    that mean "refused" (any other exception is a crash).
+    that mean "refused" (any other exception is a crash).  ``format``: how structgen's engines
+    read JSON Schema's ``format`` ("assert" or "annotate"); peers keep their own reading.
     """
 
     name: str = "engine"
+    format: str = "assert"
     constrained: bool = True
     baseline: str = "unconstrained"
     speculative: bool = False  # structgen's loop only: drafts verified in one forward pass
@@ -245,7 +247,7 @@ class StructgenGen(GenEngine):
         self.compiler = compiler_for(model)
 
     def compile(self, schema: Any) -> Any:
-        return self.compiler.compile_json_schema(schema, whitespace=self.whitespace)
+        return self.compiler.compile_json_schema(schema, whitespace=self.whitespace, format=self.format)
 
     def matcher(self, model, handle):
         from ..runtime.budget import BudgetGuard

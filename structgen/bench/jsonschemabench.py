@@ -216,19 +216,19 @@ def extract_json(text: str) -> tuple[bool, Any]:
 _VALIDATORS: dict[str, Any] = {}
 
 
-def _validator(schema: Any) -> Any:
+def _validator(schema: Any, format: str = "assert") -> Any:
     from ..grammar.json_schema import make_validator
 
-    key = json.dumps(schema, sort_keys=True)
+    key = format + json.dumps(schema, sort_keys=True)
     v = _VALIDATORS.get(key)
     if v is None:
         if len(_VALIDATORS) > 64:
             _VALIDATORS.clear()
-        v = _VALIDATORS[key] = make_validator(schema)
+        v = _VALIDATORS[key] = make_validator(schema, format=format)
     return v
 
 
-def score_output(text: str, schema: Any, *, extract: bool = False) -> dict:
+def score_output(text: str, schema: Any, *, extract: bool = False, format: str = "assert") -> dict:
     """``json_ok`` (the text is -- or, with ``extract``, contains -- one JSON value),
     ``valid`` (that value validates, format assertion on) and ``validation_error``.
 
@@ -247,7 +247,7 @@ def score_output(text: str, schema: Any, *, extract: bool = False) -> dict:
     if not isinstance(schema, (dict, bool)):
         return {"json_ok": True, "valid": False, "validation_error": "the schema is not a JSON object"}
     try:
-        errors = list(_validator(schema).iter_errors(value))
+        errors = list(_validator(schema, format).iter_errors(value))
     except Exception as e:  # noqa: BLE001 - a schema jsonschema cannot evaluate (bad regex, remote $ref)
         return {"json_ok": True, "valid": False, "validation_error": f"validator failed: {type(e).__name__}: {e}"[:300]}
     if errors:
@@ -266,14 +266,16 @@ def _short(e: BaseException, limit: int = 500) -> str:
 
 
 def make_jsb_handler(model: Any, engines: Sequence[str | type[GenEngine]], *, max_tokens: int,
-                     max_prompt_tokens: int | None, warmup: bool = True) -> tuple[Callable[[dict], dict], dict]:
+                     max_prompt_tokens: int | None, warmup: bool = True,
+                     format: str = "assert") -> tuple[Callable[[dict], dict], dict]:
     """Set every engine up on ``model``; returns ``(handler, info)``.
 
     ``handler(request)``: ``{"op": "compile", "engine", "id", "schema"}`` ->
     ``{"status": "ok"|"compile_error"|"compile_crash", "compile_s", "error"}``;
     ``{"op": "generate", "engine", "id", "schema"}`` -> the generation record
     (:func:`_generation_record`).  ``info``: versions, set-up times and
-    ``setup_errors`` (engine -> message) for engines that could not be set up.
+    ``setup_errors`` (engine -> message) for engines that could not be set up.  ``format``: how
+    structgen's engines compile ``format`` and how every output is scored (peers keep their own).
     """
     ready: dict[str, GenEngine] = {}
     info: dict[str, Any] = {"model": getattr(model, "name", "?"), "setup_s": {}, "setup_errors": {}, "versions": {}}
@@ -282,6 +284,7 @@ def make_jsb_handler(model: Any, engines: Sequence[str | type[GenEngine]], *, ma
         t0 = time.perf_counter()
         try:
             eng = cls()
+            eng.format = format
             eng.setup(model)
             if warmup:
                 _warm_up(eng, model)
@@ -328,7 +331,7 @@ def make_jsb_handler(model: Any, engines: Sequence[str | type[GenEngine]], *, ma
                 out = eng.generate(model, text, ids, h, max_tokens=max_tokens)
             except MemoryError as err:
                 return {"status": "crash", "error": "out of memory " + _short(err)}
-            rec = _generation_record(out, req["schema"], extract=not eng.constrained)
+            rec = _generation_record(out, req["schema"], extract=not eng.constrained, format=format)
             rec["prompt_truncated"] = truncated
             return rec
         raise ValueError(f"unknown op {req['op']!r}")
@@ -344,9 +347,9 @@ def _warm_up(eng: GenEngine, model: Any) -> None:
     eng.generate(model, model.chat_prompt("Say hi."), ids, h, max_tokens=8)
 
 
-def _generation_record(out: GenOutput, schema: Any, *, extract: bool) -> dict:
+def _generation_record(out: GenOutput, schema: Any, *, extract: bool, format: str = "assert") -> dict:
     """Score one generation and turn its timings into the record's fields."""
-    sc = score_output(out.text, schema, extract=extract)
+    sc = score_output(out.text, schema, extract=extract, format=format)
     if out.finish == "error":
         status = "gen_error"
     else:
@@ -372,7 +375,8 @@ def _generation_record(out: GenOutput, schema: Any, *, extract: bool) -> dict:
 
 
 def make_jsb_worker(model_spec: str | None, engines: Sequence[str | type[GenEngine]], max_tokens: int,
-                    max_prompt_tokens: int | None, warmup: bool = True, fresh_regex_cache: bool = True):
+                    max_prompt_tokens: int | None, warmup: bool = True, fresh_regex_cache: bool = True,
+                    format: str = "assert"):
     """Worker factory (runs in the child): one torch thread, load the model, set the engines up."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     if fresh_regex_cache:
@@ -394,7 +398,7 @@ def make_jsb_worker(model_spec: str | None, engines: Sequence[str | type[GenEngi
     model = load_model(model_spec)
     t1 = time.perf_counter()
     handler, info = make_jsb_handler(model, engines, max_tokens=max_tokens, max_prompt_tokens=max_prompt_tokens,
-                                     warmup=warmup)
+                                     warmup=warmup, format=format)
     info["model_load_s"] = t1 - t0
     info["torch_threads"] = torch.get_num_threads()
     info["torch"] = torch.__version__
@@ -428,6 +432,7 @@ class JSBConfig:
     plot: bool = True
     warmup: bool = True
     isolate: bool = True
+    format: str = "assert"  # how structgen reads `format`, and how every output is scored
     fresh_regex_cache: bool = True
     mem_limit_gb: float | None = 16.0
     start_timeout: float = 900.0
@@ -667,7 +672,7 @@ def _run_pairs(cfg: JSBConfig, engines: list[type[GenEngine]], todo: list[tuple[
     """Run the (case, engine) pairs of ``todo``, appending each record to its engine's JSONL."""
     if cfg.isolate:
         factory = functools.partial(make_jsb_worker, cfg.model, list(engines), cfg.max_tokens,
-                                    cfg.max_prompt_tokens, cfg.warmup, cfg.fresh_regex_cache)
+                                    cfg.max_prompt_tokens, cfg.warmup, cfg.fresh_regex_cache, cfg.format)
         worker: Any = Worker(factory, mem_limit_gb=cfg.mem_limit_gb, start_timeout=cfg.start_timeout,
                              log_path=str(out_dir / "worker.log"))
         try:
@@ -686,7 +691,8 @@ def _run_pairs(cfg: JSBConfig, engines: list[type[GenEngine]], todo: list[tuple[
 
             model = load_model(cfg.model)
         handler, info = make_jsb_handler(model, engines, max_tokens=cfg.max_tokens,
-                                         max_prompt_tokens=cfg.max_prompt_tokens, warmup=cfg.warmup)
+                                         max_prompt_tokens=cfg.max_prompt_tokens, warmup=cfg.warmup,
+                                         format=cfg.format)
         worker = _InProcess(handler, info)
     for name, why in info.get("setup_errors", {}).items():
         echo(f"skipping engine {name!r}: set-up failed: {why}")

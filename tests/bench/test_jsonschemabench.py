@@ -114,6 +114,7 @@ def test_score_output_strict_vs_extracted_and_format_assertion():
     assert jsb.score_output('{"d": "2024-02-29"}', schema)["valid"] is True
     bad = jsb.score_output('{"d": "2024-02-30"}', schema)  # format is asserted
     assert bad["json_ok"] is True and bad["valid"] is False and "/d" in bad["validation_error"]
+    assert jsb.score_output('{"d": "2024-02-30"}', schema, format="annotate")["valid"] is True  # or not
     prose = 'Answer: {"d": "2024-02-29"}'
     assert jsb.score_output(prose, schema)["json_ok"] is False  # constrained output must be the JSON itself
     assert jsb.score_output(prose, schema, extract=True)["valid"] is True
