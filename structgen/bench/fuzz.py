@@ -127,13 +127,27 @@ def _validator(case: dict, grammar):
     if kind == "regex":
         import re
 
+        if "\\p" in src or "\\P" in src:
+            # ECMA-262's Unicode properties, which Python's re lacks: the `regex` package reads them
+            # (its own tables: an oracle independent of structgen's rewrite)
+            try:
+                import regex as re  # noqa: F811
+            except ImportError:  # pragma: no cover - transformers brings it
+                from ..grammar.regex import python_regex
+
+                src = python_regex(src)
         rx = re.compile(src)
+        classes = _UNICODE_CLASS.search(src) is not None
 
         def check(out: bytes) -> str | None:
             try:
                 text = out.decode("utf-8")
             except UnicodeDecodeError as e:
                 return f"not UTF-8: {e}"
+            if classes and any(ord(c) > 127 or 0x1c <= ord(c) <= 0x1f for c in text):
+                # Python's \d \w \s \b are Unicode, structgen's (ECMA-262's) ASCII, with Unicode
+                # spaces for \s: re has no verdict on such text (as _jsonschema_can_judge says for schemas)
+                return None
             return None if rx.fullmatch(text) else "no re.fullmatch"
         return check
     import lark
