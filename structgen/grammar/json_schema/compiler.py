@@ -37,6 +37,7 @@ class SchemaCompiler(LogicMixin, FiniteValuesMixin, StringsMixin, NumbersMixin, 
         self.resolver = Resolver(root, Documents(opts.registry))
         self.ir = GrammarIR(rules={}, terminals={}, start="start", source="json-schema")
         self._derived: dict[tuple, tuple] = {}  # (id(source), tag) -> (source, derived dict)
+        self._scoped_resolvers: dict[tuple, object] = {}  # dynamic scope -> jsonschema resolver (False: none)
         self._dyn_keys: dict[tuple, tuple] = {}  # dynamic scope -> dyn_key
         self._bare_refs: set[tuple] = set()  # ref targets entered since a value last read anything
         self._memo: dict[tuple, Expr | None] = {}
@@ -109,8 +110,8 @@ class SchemaCompiler(LogicMixin, FiniteValuesMixin, StringsMixin, NumbersMixin, 
 
     def validator(self):
         if self._validator is None:
-            self._validator = make_validator(self.root, format=self.opts.format, registry=self.opts.registry,
-                                             ignore=self.left_out)
+            self._validator = make_validator(self.root, format=self.opts.format,
+                                             registry=self.resolver.documents.registry, ignore=self.left_out)
         return self._validator
 
     def validator_at(self, n: SchemaNode):
@@ -121,7 +122,7 @@ class SchemaCompiler(LogicMixin, FiniteValuesMixin, StringsMixin, NumbersMixin, 
         scope = n.inner_scope()[1:]  # the first resource is the root's, where v starts
         if not scope:
             return v.evolve(schema=n.schema)
-        resolver = self._derived.get(("resolver", scope))
+        resolver = self._scoped_resolvers.get(scope)
         if resolver is None:
             try:
                 resolver = v._resolver
@@ -129,7 +130,7 @@ class SchemaCompiler(LogicMixin, FiniteValuesMixin, StringsMixin, NumbersMixin, 
                     resolver = resolver.lookup(uri).resolver
             except Exception:  # noqa: BLE001 - jsonschema cannot place it: the root's base, as before
                 resolver = False
-            self._derived[("resolver", scope)] = resolver
+            self._scoped_resolvers[scope] = resolver
         if resolver is False:
             return v.evolve(schema=n.schema)
         return v.evolve(schema=n.schema, _resolver=resolver)

@@ -4,6 +4,8 @@ the vocabularies left out are read as annotations, by the compiler and by the fi
 """
 from __future__ import annotations
 
+import functools
+
 from ...errors import UnsupportedFeature
 
 _V = "https://json-schema.org/draft/2020-12/vocab/"
@@ -50,9 +52,15 @@ def keywords_left_out(root, documents) -> frozenset[str]:
 
 
 def ignoring(cls, keywords: frozenset[str]):
-    """A jsonschema validator class like ``cls`` for which ``keywords`` assert nothing."""
+    """A jsonschema validator class like ``cls`` for which ``keywords`` assert nothing (one class per
+    (cls, keywords): a class made per compile would defeat jsonschema's own caches)."""
     if not keywords:
         return cls
+    return _ignoring(cls, frozenset(keywords))
+
+
+@functools.lru_cache(maxsize=64)
+def _ignoring(cls, keywords: frozenset[str]):
     from jsonschema import validators
 
     def nothing(validator, value, instance, schema):
