@@ -45,7 +45,8 @@ test: $(STAMP)
 
 # tests that take minutes each (the real model sampling under python.lark, where one budget-guard
 # step can search the parser for a minute, issue 34; the fuzz slices; bounds-checked kernels;
-# speculation and Deco-G on the real model; every ```python block of README.md and docs/, tests/test_docs.py);
+# speculation, Deco-G and the exact sampler targets on the real model; thread-safety compiles; python.lark's
+# differential tests; every ```python block of README.md and docs/, tests/test_docs.py);
 # .ci/run runs them too
 test-slow: $(STAMP)
 	$(BIN)/python -m pytest -q -n 2 -m minutes --durations=5

@@ -36,6 +36,7 @@ def checker():
     return _Checker("smollm2")
 
 
+@pytest.mark.minutes  # a minute of set-up: the checker compiles its cases
 def test_the_checks_catch_what_they_are_for(checker, monkeypatch):
     ok = check_case({"id": "x", "kind": "regex", "source": r"(ab|c)[0-9]{1,3}"}, checker)
     assert ok["status"] == "ok" and ok["brute_forced"] >= 2

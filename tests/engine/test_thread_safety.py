@@ -49,6 +49,7 @@ def _work(compiler, jobs):
     return out
 
 
+@pytest.mark.minutes  # 40 s: compiles every case on 4 threads and on 1
 def test_threads_compiling_and_matching_agree_with_one_thread(smol_info):
     jobs = [("schema", i, s) for i in range(len(SCHEMAS)) for s in range(3)]
     jobs += [("regex", i, s) for i in range(len(REGEXES)) for s in range(3)]

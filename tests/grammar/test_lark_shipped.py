@@ -52,7 +52,8 @@ def _mutations(rng: random.Random, text: str, n: int) -> list[str]:
     return out
 
 
-@pytest.fixture(scope="module", params=sorted(CORPORA))
+@pytest.fixture(scope="module", params=[pytest.param(n, marks=pytest.mark.minutes) if n == "python" else n
+                                        for n in sorted(CORPORA)])  # python.lark: 40 s a test
 def case(request):
     c = CORPORA[request.param]
     return c, c.lark_parser(), c.parsed_texts(N_TEXTS[c.name])

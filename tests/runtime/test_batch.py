@@ -113,6 +113,7 @@ def test_regex_batch_with_seeds_is_reproducible(tiny_model):
 
 
 @pytest.mark.slow
+@pytest.mark.minutes  # 25 s on the real model
 def test_batch_equals_single_prompts_on_the_real_model(smol):
     from pathlib import Path
 

@@ -58,6 +58,7 @@ def test_decog_comes_closer_to_the_target_than_masking(smol, hmm):
     assert total_variation(pi, d) < total_variation(pi, q)
 
 
+@pytest.mark.minutes  # the HMM fixture distils for 45 s
 def test_generate_with_decog_holds_the_format_with_a_task_only_prompt(smol, hmm, tmp_path):
     path = hmm.save(tmp_path / "colour.npz")
     for seed in range(3):
@@ -69,6 +70,7 @@ def test_generate_with_decog_holds_the_format_with_a_task_only_prompt(smol, hmm,
     assert all(re.fullmatch(REGEX, o.text) for o in outs)
 
 
+@pytest.mark.minutes  # the HMM fixture distils for 45 s
 def test_a_closed_schema_with_decog(smol, hmm):
     schema = {"type": "object", "properties": {"colour": {"enum": ["red", "blue"]},
                                                "animal": {"enum": ["cat", "owl"]}},

@@ -30,6 +30,7 @@ def problem(smol):
     return lm, m, enumerate_target(lm, m, max_tokens=12)
 
 
+@pytest.mark.minutes  # the exact target enumerates every tokenization for 50 s
 def test_the_exact_target_covers_every_tokenization(smol, problem):
     lm, m, exact = problem
     strings = {smol.info.decode_bytes(list(x)).decode() for x in exact.log_p}
@@ -38,6 +39,7 @@ def test_the_exact_target_covers_every_tokenization(smol, problem):
     assert math.isclose(sum(exact.global_target().values()), 1.0)
 
 
+@pytest.mark.minutes  # the exact target enumerates every tokenization for 50 s
 def test_asap_moves_from_masking_to_the_target(problem):
     lm, m, exact = problem
     pi, q = exact.global_target(), exact.local_target()
@@ -51,6 +53,7 @@ def test_asap_moves_from_masking_to_the_target(problem):
     assert later < 0.5 * first and later < 0.05
 
 
+@pytest.mark.minutes  # the exact target enumerates every tokenization for 50 s
 def test_smc_estimates_the_probability_of_the_language(problem):
     lm, m, exact = problem
     rng = np.random.default_rng(1)
