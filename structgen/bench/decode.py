@@ -172,7 +172,7 @@ def run_decode_bench(*, n_tokens: int = 128, repeats: int = 3, threads: list[int
     from ..runtime import gguf_q4
 
     threads = threads or [1, 2]
-    model = load_model(fast_linear=fast)
+    model = load_model(fast_linear=fast, quantized=False)  # the dense rows; the q4 twin is made below
     q4 = quantized_copy(model) if quantized and gguf_q4.available() else None
     out: dict[str, Any] = {"forward": forward_costs(model, threads, quantized=q4), "decode": []}
     for th in threads:

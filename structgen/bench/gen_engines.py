@@ -275,11 +275,12 @@ class StructgenSpeculativeGen(StructgenGen):
 
 
 class StructgenQuantizedGen(StructgenSpeculativeGen):
-    """``generate_json`` on ``load_model(quantized=True)``: the GGUF's 4-bit layers run as 4-bit
-    weights (bf16 activations), like llama.cpp; outputs may differ from the fp32 engines."""
+    """``generate_json`` as users get it: ``load_model()`` runs a GGUF's 4-bit layers as 4-bit weights
+    (bf16 activations), like llama.cpp; outputs may differ from the dense fp32 engines at near-ties.
+    Also named ``structgen-default``."""
 
     name = "structgen-speculative-q4"
-    settings = 'generate_json defaults on load_model(quantized=True): int4 weights, bf16 activations'
+    settings = "generate_json and load_model() defaults (a 4-bit GGUF runs as int4 weights, bf16 activations)"
 
     def setup(self, model: Any) -> None:
         super().setup(model)
@@ -520,7 +521,7 @@ GEN_ENGINES: dict[str, type[GenEngine]] = {
     "structgen-torch-linear": StructgenTorchLinearGen,
     "structgen-speculative-q4": StructgenQuantizedGen,
 }
-_ALIASES = {"llg": "llguidance", "xgr": "xgrammar", "outlines": "outlines-core", "outlines_core": "outlines-core",
+_ALIASES = {"structgen-default": "structgen-speculative-q4", "llg": "llguidance", "xgr": "xgrammar", "outlines": "outlines-core", "outlines_core": "outlines-core",
             "llama.cpp": "llamacpp", "llama-cpp": "llamacpp", "none": "unconstrained"}
 
 

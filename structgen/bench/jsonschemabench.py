@@ -395,7 +395,7 @@ def make_jsb_worker(model_spec: str | None, engines: Sequence[str | type[GenEngi
     torch.set_num_threads(1)
     from ..models import load_model
 
-    model = load_model(model_spec)
+    model = load_model(model_spec, quantized=False)  # the dense weights: the q4 engine makes its own twin
     t1 = time.perf_counter()
     handler, info = make_jsb_handler(model, engines, max_tokens=max_tokens, max_prompt_tokens=max_prompt_tokens,
                                      warmup=warmup, format=format)
@@ -689,7 +689,7 @@ def _run_pairs(cfg: JSBConfig, engines: list[type[GenEngine]], todo: list[tuple[
         else:
             from ..models import load_model
 
-            model = load_model(cfg.model)
+            model = load_model(cfg.model, quantized=False)  # the dense weights: the q4 engine makes its own twin
         handler, info = make_jsb_handler(model, engines, max_tokens=cfg.max_tokens,
                                          max_prompt_tokens=cfg.max_prompt_tokens, warmup=cfg.warmup,
                                          format=cfg.format)

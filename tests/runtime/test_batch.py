@@ -114,10 +114,16 @@ def test_regex_batch_with_seeds_is_reproducible(tiny_model):
 
 @pytest.mark.slow
 @pytest.mark.minutes  # 25 s on the real model
-def test_batch_equals_single_prompts_on_the_real_model(smol):
+def test_batch_equals_single_prompts_on_the_real_model(smol, smol_dense):
+    """Token for token on the dense weights; on the 4-bit default (bf16 activations round differently
+    in a padded batch) every row valid."""
     from pathlib import Path
+
+    import jsonschema
 
     schema = json.loads((Path(__file__).resolve().parents[2] / "schemas" / "person.json").read_text())
     users = ["Invent a person.", "A French painter.", "A Japanese engineer who speaks three languages."]
-    batch = generate_json(smol, schema, prompts=users, max_tokens=60)
-    assert batch == [generate_json(smol, schema, u, max_tokens=60) for u in users]
+    batch = generate_json(smol_dense, schema, prompts=users, max_tokens=60)
+    assert batch == [generate_json(smol_dense, schema, u, max_tokens=60) for u in users]
+    for value in generate_json(smol, schema, prompts=users, max_tokens=60):
+        jsonschema.validate(value, schema)

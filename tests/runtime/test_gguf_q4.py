@@ -1,4 +1,4 @@
-"""load_model(quantized=True): the GGUF's 4-bit blocks run on torch's int4 kernel, exactly the GGUF's
+"""load_model() (quantized="auto", and quantized=True): the GGUF's 4-bit blocks run on torch's int4 kernel, exactly the GGUF's
 weights, and speculative decoding stays token-identical to plain decoding on that path."""
 import numpy as np
 import pytest
@@ -58,9 +58,32 @@ def test_a_model_not_from_a_gguf_is_refused(tiny_model):
 
 @pytest.fixture(scope="module")
 def smol_q4(smol):
-    from structgen.models import quantized_copy
+    assert smol.quantized  # load_model()'s default for a GGUF with 4-bit tensors
+    return smol
 
-    return quantized_copy(smol)
+
+def test_the_default_runs_4bit_and_quantized_false_the_dense_weights(smol, smol_dense):
+    from structgen.errors import InvalidArgument
+    from structgen.models import load_model
+
+    assert smol.quantized and gguf_q4.is_installed(smol.hf_model)
+    assert not smol_dense.quantized and not gguf_q4.is_installed(smol_dense.hf_model)
+    with pytest.raises(InvalidArgument, match="quantized"):
+        load_model(quantized="yes")
+
+
+def test_packed_layers_are_cached_and_read_back(smol_dense, tmp_path):
+    import copy
+
+    from structgen.models import smollm2_gguf_path
+
+    cache = tmp_path / "q4.pkl"
+    first, second = copy.deepcopy(smol_dense.hf_model), copy.deepcopy(smol_dense.hf_model)
+    assert gguf_q4.install(first, smollm2_gguf_path(), cache) == 30 * 7 and cache.exists()
+    assert gguf_q4.install(second, smollm2_gguf_path(), cache) == 30 * 7
+    for a, b in zip(first.modules(), second.modules()):
+        if getattr(a, "_structgen_q4", False):
+            assert all(torch.equal(x, y) for x, y in zip(a._structgen_q4_weights, b._structgen_q4_weights))
 
 
 def test_every_block_layer_switched_and_rows_invariant(smol_q4):
@@ -79,10 +102,10 @@ def test_every_block_layer_switched_and_rows_invariant(smol_q4):
         assert torch.equal(together, one_by_one), n  # bit for bit: what keeps speculation lossless
 
 
-def test_logits_close_to_fp32(smol, smol_q4):
-    ids = torch.tensor([smol.encode("The capital of France is Paris. The capital of Germany is")])
+def test_logits_close_to_fp32(smol_dense, smol_q4):
+    ids = torch.tensor([smol_dense.encode("The capital of France is Paris. The capital of Germany is")])
     with torch.no_grad():
-        a = smol.hf_model(ids).logits[0, -1]
+        a = smol_dense.hf_model(ids).logits[0, -1]
         b = smol_q4.hf_model(ids).logits[0, -1]
     assert (a - b).abs().max().item() < 0.05 * a.abs().max().item()
     assert a.argmax() == b.argmax()
