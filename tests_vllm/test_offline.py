@@ -152,3 +152,34 @@ def test_structural_tags_served_by_structgen(llm, monkeypatch):
                                                 "content": {"type": "token", "token": 1}}}
     with pytest.raises(Exception, match="/format/content/type"):
         _run(llm, ["x"], StructuredOutputsParams(structural_tag=json.dumps(bad)), max_tokens=8)
+
+
+RAMBLE = {"type": "object", "additionalProperties": False, "required": ["items"],
+          "properties": {"items": {"type": "array", "items": {"type": "object", "additionalProperties": False,
+                                                              "required": ["name", "note"],
+                                                              "properties": {"name": {"type": "string"},
+                                                                             "note": {"type": "string"}}}}}}
+
+
+def test_the_budget_guard_finishes_every_request_within_max_tokens(llm):
+    """vLLM hands structgen the request's max_tokens: where the budget is near, the mask keeps only
+    tokens after which the output can still finish, so a model that would ramble (open arrays of
+    open strings, sampled at T=1) still ends valid within the budget, as in structgen's own loop."""
+    from vllm.sampling_params import StructuredOutputsParams
+
+    outs = _run(llm, ["List twenty products with a long note about each, as JSON."], StructuredOutputsParams(json=RAMBLE),
+                n=8, max_tokens=48, temperature=1.0)
+    for o in outs:
+        assert o.finish_reason == "stop" and len(o.token_ids) <= 48, (o.finish_reason, o.text)
+        jsonschema.validate(json.loads(o.text), RAMBLE)
+
+
+def test_a_budget_no_output_fits_is_refused_before_the_engine(llm):
+    """max_tokens below the shortest valid output: refused with the smallest budget that fits."""
+    from vllm.sampling_params import SamplingParams, StructuredOutputsParams
+
+    schema = {"type": "object", "required": ["a_rather_long_property_name"],
+              "properties": {"a_rather_long_property_name": {"type": "integer"}}}
+    with pytest.raises(Exception, match="smallest budget that fits is"):
+        llm.generate(["x"], SamplingParams(max_tokens=3, structured_outputs=StructuredOutputsParams(json=schema)),
+                     use_tqdm=False)

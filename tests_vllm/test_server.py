@@ -86,3 +86,12 @@ def test_json_schema_response_format_bad_schema_400_then_still_serving(server):
     status, body = _chat(server, SCHEMA)  # the server keeps serving
     assert status == 200, body
     jsonschema.validate(json.loads(body["choices"][0]["message"]["content"]), SCHEMA)
+
+
+def test_a_budget_no_output_fits_is_a_400_naming_the_smallest(server):
+    status, body = _post(server + "/v1/chat/completions", {
+        "model": "smollm2", "max_tokens": 4,
+        "messages": [{"role": "user", "content": "Give a city and its population as JSON."}],
+        "response_format": {"type": "json_schema", "json_schema": {"name": "city", "schema": SCHEMA}}})
+    assert status == 400, body
+    assert "smallest budget that fits is" in json.dumps(body), body

@@ -6,6 +6,13 @@ row, feeds it the sampled tokens (``accept_tokens``), and with speculative decod
 (``validate_tokens``) and takes tokens back (``rollback``).  A False from ``accept_tokens`` ends
 the request with an error, which structgen's exact masks never cause.
 
+The request's budget: vLLM does not hand ``max_tokens`` to ``compile_grammar``, so
+:mod:`~structgen.integrations.vllm_plugin` gives it to the grammar right after (``set_budget``), and
+the mask runs the same finish-within-budget guard as structgen's own loop.  vLLM samples from the
+mask and cannot draw again, so where the budget is near (the shortest completion within
+``BUDGET_MARGIN`` bytes of the tokens left) every allowed token is checked and those after which
+the output could not finish are cleared; elsewhere the mask is the grammar's.
+
 Served here: JSON (a schema), JSON_OBJECT, REGEX, CHOICE, GRAMMAR in Lark syntax and
 STRUCTURAL_TAG (XGrammar's format, new and legacy, through ``compile_structural_tag``; a shape
 structgen does not support fails the request with an error naming the spec's JSON path).
@@ -29,6 +36,7 @@ from vllm.v1.structured_output.utils import grammar_is_likely_lark
 from ..compiler import GrammarCompiler
 from ..engine.matcher import Matcher, write_mask_row
 from ..errors import StructgenError
+from ..runtime.budget import BudgetGuard
 from ..tokenizer import TokenizerInfo
 
 __all__ = ["StructgenBackend", "StructgenGrammar", "choice_pattern", "delegated"]
@@ -38,6 +46,11 @@ logger = logging.getLogger(__name__)
 #: JSON whitespace policy for served schemas (as ``generate_json``: bounded, so a small model
 #: cannot fill its budget with blanks)
 JSON_WHITESPACE = "flexible"
+
+#: how close (in bytes of the shortest completion, counted one token per byte) the budget must be
+#: before every allowed token is checked against it: a token adds at most this many bytes to the
+#: shortest completion in the grammars measured (an array item's separator opening a new item)
+BUDGET_MARGIN = 48
 
 
 def choice_pattern(choices: list[str]) -> str:
@@ -115,8 +128,15 @@ class StructgenGrammar(StructuredOutputGrammar):
 
     matcher: Matcher
     stop_token_ids: frozenset[int] = frozenset()
+    #: the request's ``max_tokens`` (None: no budget; set by the plugin through ``set_budget``)
+    max_tokens: int | None = None
     _history: list[bool] = field(default_factory=list)  # per taken token: True when it was a stop
     _stopped: bool = False
+    _cost_cache: dict = field(default_factory=dict)
+
+    def set_budget(self, max_tokens: int | None) -> None:
+        """Mask every token after which the output could no longer finish in ``max_tokens``."""
+        self.max_tokens = max_tokens
 
     def _take(self, token: int) -> bool:
         m = self.matcher
@@ -142,9 +162,11 @@ class StructgenGrammar(StructuredOutputGrammar):
         return True
 
     def validate_tokens(self, tokens: list[int]) -> list[int]:
+        """The longest prefix of ``tokens`` (speculative drafts) the grammar and the budget take: a
+        draft the budget refuses is pruned here, as the mask refuses it at its position."""
         n = 0
         for t in tokens:
-            if self._stopped or not self._take(t):
+            if self._stopped or not self._within_budget_token(t) or not self._take(t):
                 break
             n += 1
         self.rollback(n)
@@ -164,7 +186,52 @@ class StructgenGrammar(StructuredOutputGrammar):
             words = words.copy()
             for t in extra:
                 words[t >> 5] |= np.uint32(1 << (t & 31))
+        if self.max_tokens is not None:
+            words = self._within_budget(words)
         write_mask_row(bitmask, batch_index, words)
+
+    def _within_budget(self, words: np.ndarray) -> np.ndarray:
+        """``words`` without the tokens after which the output cannot finish in the tokens left (the
+        guard of structgen's loop, applied to the whole mask where the budget is near)."""
+        m = self.matcher
+        remaining = self.max_tokens - len(self._history)
+        if m.is_terminated() or m.min_completion_bytes() + 2 + BUDGET_MARGIN <= remaining:
+            return words
+        ids, cost = self._costs(words)
+        bad = ids[cost > remaining]
+        if not len(bad) or len(bad) == len(ids):  # all bad: cut at max_tokens rather than sample from nothing
+            return words
+        out = words.copy()
+        np.bitwise_and.at(out, bad >> 5, ~(np.uint32(1) << (bad & 31).astype(np.uint32)))
+        return out
+
+    def _within_budget_token(self, token: int) -> bool:
+        if self.max_tokens is None or token in self.stop_token_ids:
+            return True
+        return BudgetGuard(self.matcher).cost(token) <= self.max_tokens - len(self._history)
+
+    def _costs(self, words: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(allowed token ids, the tokens each needs at least: itself, the shortest completion after
+        it one token per byte, EOS: ``BudgetGuard.cost``).  A grammar without checks keeps them per
+        parser and lexer state (the same state comes back every step inside a long string or a
+        repeated item)."""
+        m = self.matcher
+        key = None
+        if not m.may_dead_end:  # no checks: the state alone decides what follows
+            cid, lx, ls = m._state
+            key = (cid, lx.id, ls)
+            hit = self._cost_cache.get(key)
+            if hit is not None:
+                return hit
+        ids = np.flatnonzero(np.unpackbits(np.ascontiguousarray(words, dtype=np.uint32).view(np.uint8),
+                                           bitorder="little")).astype(np.int64)
+        guard, stops = BudgetGuard(m), self.stop_token_ids
+        cost = np.array([0 if t in stops else guard.cost(t) for t in ids.tolist()], dtype=np.float64)
+        if key is not None:
+            if len(self._cost_cache) > 256:
+                self._cost_cache.clear()
+            self._cost_cache[key] = (ids, cost)
+        return ids, cost
 
     def is_terminated(self) -> bool:
         return self._stopped

@@ -118,10 +118,37 @@ def validate_request(params: Any, tokenizer: Any) -> None:
         return
     try:
         check_constraint(kind, spec)
+        needed = tokens_needed(kind, spec, tokenizer, params.max_tokens)
     except StructgenError as e:
         raise VLLMValidationError(f"structgen refuses the {kind.name.lower()} constraint: {e}") from e
     except (ValueError, TypeError) as e:  # malformed JSON text or choice list
         raise VLLMValidationError(f"invalid {kind.name.lower()} constraint: {e}") from e
+    if needed:
+        raise VLLMValidationError(f"max_tokens={params.max_tokens} is too small for the {kind.name.lower()} "
+                                  f"constraint: no valid output fits; the smallest budget that fits is {needed} tokens",
+                                  parameter="max_tokens", value=params.max_tokens)
+
+
+_FRONT_END_COMPILERS: dict[int, Any] = {}
+
+
+def tokens_needed(kind: Any, spec: str, tokenizer: Any, max_tokens: int | None) -> int:
+    """0 when a valid output fits in ``max_tokens`` (or there is no budget), else the smallest
+    budget that fits, as structgen's own loop computes it (``BudgetGuard.tokens_needed``).  The
+    constraint is compiled with the tokenizer here, in the front end, so the answer is an HTTP 400
+    before the request reaches the engine; the compiler is kept per tokenizer."""
+    if max_tokens is None:
+        return 0
+    from ..compiler import GrammarCompiler
+    from ..engine.matcher import Matcher
+    from ..runtime.budget import BudgetGuard
+    from ..tokenizer import TokenizerInfo
+    from .vllm_backend import compile_request
+
+    compiler = _FRONT_END_COMPILERS.get(id(tokenizer))
+    if compiler is None:
+        compiler = _FRONT_END_COMPILERS[id(tokenizer)] = GrammarCompiler(TokenizerInfo.from_huggingface(tokenizer))
+    return BudgetGuard(Matcher(compile_request(compiler, kind, spec))).tokens_needed(max_tokens)
 
 
 def check_constraint(kind: Any, spec: str) -> None:
@@ -173,3 +200,14 @@ def _wrap_backend_selection() -> None:
         return original(self, request)
 
     StructuredOutputManager.grammar_init = grammar_init
+    original_create = StructuredOutputManager._create_grammar
+
+    def _create_grammar(self, request):
+        grammar = original_create(self, request)
+        from .vllm_backend import StructgenGrammar
+
+        if isinstance(grammar, StructgenGrammar) and request.sampling_params is not None:
+            grammar.set_budget(request.sampling_params.max_tokens)  # the guard of structgen's own loop
+        return grammar
+
+    StructuredOutputManager._create_grammar = _create_grammar

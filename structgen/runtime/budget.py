@@ -24,14 +24,19 @@ class BudgetGuard:
     def allows(self, token_id: int, remaining: int) -> bool:
         """True if after ``token_id`` the output can still finish within ``remaining - 1`` tokens
         (+ EOS).  ``remaining`` counts the token about to be sampled."""
+        return self.cost(token_id) <= remaining
+
+    def cost(self, token_id: int) -> float:
+        """The fewest tokens the output needs from here if ``token_id`` comes next: the token, the
+        shortest completion after it (one token per byte) and EOS; 0 for EOS, inf for a token the
+        grammar refuses."""
         m = self.matcher
         if token_id in m.grammar.eos_ids:
-            return True
+            return 0
         if not m.accept_token(token_id):
-            return False
+            return float("inf")
         try:
-            need = m.min_completion_bytes()
-            return need + (0 if m.is_terminated() else 1) <= remaining - 1
+            return m.min_completion_bytes() + (0 if m.is_terminated() else 1) + 1
         finally:
             m.rollback(1)
 
