@@ -19,6 +19,7 @@ _LAZY = {
     "load_tokenizer_info": ("structgen.tokenizer", "load_tokenizer_info"),
     "load_model": ("structgen.models", "load_model"),
     "Model": ("structgen.models", "Model"),
+    "DecodingOptions": ("structgen.decoding_options", "DecodingOptions"),
     "generate_json": ("structgen.api", "generate_json"),
     "generate_regex": ("structgen.api", "generate_regex"),
     "generate_grammar": ("structgen.api", "generate_grammar"),

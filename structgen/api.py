@@ -16,28 +16,25 @@ from typing import Any, Iterator
 from .compiler import GrammarCompiler, compiler_for
 from .engine.compiled import CompiledGrammar
 from .engine.matcher import Matcher
+from .decoding_options import DEFAULT_MAX_TOKENS, DecodingOptions
 from .errors import GenerationError, InvalidArgument
 from .deadlines import DEFAULT_TIMEOUT, deadline_after
 from .models import resolve_model
 from .runtime.prompts import schema_prompt, task_prompt
 
 __all__ = ["generate_json", "generate_regex", "generate_grammar", "generate_structural_tag", "compiler_for",
-           "resolve_model", "schema_prompt", "task_prompt", "reasoning_spec", "DEFAULT_MAX_TOKENS"]
-
-DEFAULT_MAX_TOKENS = 512
+           "resolve_model", "schema_prompt", "task_prompt", "reasoning_spec", "DEFAULT_MAX_TOKENS", "DecodingOptions"]
 
 
-def _run(model, grammar: CompiledGrammar, prompt_text: str, **kw):
+def _run(model, grammar: CompiledGrammar, prompt_text: str, opts: DecodingOptions):
     """Decode one output (see :func:`_run_tokens`) and return its ``GenerationResult``."""
     result = None
-    for result in _run_tokens(model, grammar, prompt_text, **kw):
+    for result in _run_tokens(model, grammar, prompt_text, opts):
         pass
     return result
 
 
-def _run_tokens(model, grammar: CompiledGrammar, prompt_text: str, *, max_tokens: int, temperature: float | None,
-                top_p: float, top_k: int, seed: int | None, sampler: str | None = None, particles: int = 8,
-                speculative: bool = True, hmm: Any = None, timeout: float | None = None) -> Iterator:
+def _run_tokens(model, grammar: CompiledGrammar, prompt_text: str, opts: DecodingOptions) -> Iterator:
     """Decode one output: yields each token id once it is final, then the ``GenerationResult``.
 
     The runtime's loop (greedy by default; ``speculative``: drafts verified in one forward pass, the
@@ -47,30 +44,28 @@ def _run_tokens(model, grammar: CompiledGrammar, prompt_text: str, *, max_tokens
     from .runtime.loop import Decoding, make_drafter
     from .runtime.sampling import MaskedSampler
 
-    deadline = deadline_after(timeout)
+    deadline = deadline_after(opts.timeout)
     ids = model.encode(prompt_text)
-    if sampler is None or sampler == "greedy":
+    if opts.sampler is None or opts.sampler == "greedy":
         matcher = Matcher(grammar)
-        decoding = Decoding(model, ids, matcher, max_tokens=max_tokens,
-                            sampler=MaskedSampler(temperature=temperature or 0.0, top_p=top_p, top_k=top_k, seed=seed),
-                            budget_guard=BudgetGuard(matcher), drafter=make_drafter(model, speculative),
+        decoding = Decoding(model, ids, matcher, max_tokens=opts.max_tokens,
+                            sampler=MaskedSampler(temperature=opts.temperature or 0.0, top_p=opts.top_p,
+                                                  top_k=opts.top_k, seed=opts.seed),
+                            budget_guard=BudgetGuard(matcher), drafter=make_drafter(model, opts.speculative),
                             deadline=deadline)
         yield from decoding
         yield decoding.result()
         return
     from .runtime.sampling.draw import generate_with_sampler
 
-    result = generate_with_sampler(model, grammar, ids, max_tokens=max_tokens, temperature=temperature, top_p=top_p,
-                                   top_k=top_k, seed=seed, sampler=sampler, particles=particles, hmm=hmm,
-                                   deadline=deadline)
+    result = generate_with_sampler(model, grammar, ids, max_tokens=opts.max_tokens, temperature=opts.temperature,
+                                   top_p=opts.top_p, top_k=opts.top_k, seed=opts.seed, sampler=opts.sampler,
+                                   particles=opts.particles, hmm=opts.hmm, deadline=deadline)
     yield from result.token_ids
     yield result
 
 
-def _run_many(model, grammar: CompiledGrammar, prompt_texts: list[str], *, max_tokens: int,
-              temperature: float | None, top_p: float, top_k: int, seed: int | None, sampler: str | None = None,
-              particles: int = 8, speculative: bool = True, hmm: Any = None,
-              timeout: float | None = None) -> list:
+def _run_many(model, grammar: CompiledGrammar, prompt_texts: list[str], opts: DecodingOptions) -> list:
     """Decode one output per prompt; each entry is a ``GenerationResult`` or the exception its row raised.
 
     The runtime's loop runs the prompts as one batch (``structgen.runtime.batch``: one forward pass
@@ -82,15 +77,14 @@ def _run_many(model, grammar: CompiledGrammar, prompt_texts: list[str], *, max_t
     from .runtime.loop import Decoding
     from .runtime.sampling import MaskedSampler
 
-    deadline = deadline_after(timeout)  # one clock for the whole batch
+    deadline = deadline_after(opts.timeout)  # one clock for the whole batch
+    seed = opts.seed
 
-    if sampler is not None and sampler != "greedy":
+    if opts.sampler is not None and opts.sampler != "greedy":
         out: list = []
         for i, text in enumerate(prompt_texts):
             try:
-                out.append(_run(model, grammar, text, max_tokens=max_tokens, temperature=temperature, top_p=top_p,
-                                top_k=top_k, seed=None if seed is None else seed + i, sampler=sampler,
-                                particles=particles, hmm=hmm, timeout=timeout))
+                out.append(_run(model, grammar, text, opts.replace(seed=None if seed is None else seed + i)))
             except GenerationError as e:
                 out.append(e)
         return out
@@ -99,14 +93,15 @@ def _run_many(model, grammar: CompiledGrammar, prompt_texts: list[str], *, max_t
     # (fast_linear's GEMM; `structgen bench decode`), i.e. 2 rows with 3 drafts each.  Measured on
     # 4 rows: 29.7 tokens/s with one draft a row, 33.3 without; on 16: 37.8 with 3, 47 without.
     drafts = 3 if len(prompt_texts) <= 2 else 0
-    speculative = bool(speculative) and drafts > 0
+    speculative = opts.speculative and drafts > 0
 
     def row(i: int, ids: list[int]):
         def make(kv):
             matcher = Matcher(grammar)
-            smp = MaskedSampler(temperature=temperature or 0.0, top_p=top_p, top_k=top_k,
+            smp = MaskedSampler(temperature=opts.temperature or 0.0, top_p=opts.top_p, top_k=opts.top_k,
                                 seed=None if seed is None else seed + i)
-            return Decoding(model, ids, matcher, max_tokens=max_tokens, sampler=smp, budget_guard=BudgetGuard(matcher),
+            return Decoding(model, ids, matcher, max_tokens=opts.max_tokens, sampler=smp,
+                            budget_guard=BudgetGuard(matcher),
                             drafter=Drafter(model, max_draft=drafts) if speculative else None, kv=kv,
                             deadline=deadline)
         return make
@@ -196,6 +191,8 @@ def generate_json(model, schema: Any, prompt: str | None = None, *, max_tokens: 
     """
     from .grammar.json_schema import normalize_schema_input
 
+    opts = DecodingOptions(max_tokens=max_tokens, temperature=temperature, top_p=top_p, top_k=top_k, seed=seed,
+                           sampler=sampler, particles=particles, hmm=hmm, speculative=speculative, timeout=timeout)
     model = resolve_model(model)
     pyd = schema if isinstance(schema, type) and hasattr(schema, "model_validate") else None
     schema_dict = normalize_schema_input(schema)
@@ -224,27 +221,25 @@ def generate_json(model, schema: Any, prompt: str | None = None, *, max_tokens: 
         value = _json_value(grammar, result, pyd, validator)
         return (value, result) if return_result else value
 
-    kw = dict(max_tokens=max_tokens, temperature=temperature, top_p=top_p, top_k=top_k, seed=seed, sampler=sampler,
-              particles=particles, speculative=speculative, hmm=hmm, timeout=timeout)
     if prompts is not None:
         if prompt is not None:
             raise InvalidArgument("give prompt= or prompts=, not both")
         if stream:
             raise InvalidArgument("stream=True takes one prompt, not prompts=")
-        return _batch_outputs(_run_many(model, grammar, [prompt_text(p) for p in prompts], **kw), finish,
+        return _batch_outputs(_run_many(model, grammar, [prompt_text(p) for p in prompts], opts), finish,
                               return_exceptions)
     return _single(model, grammar, prompt_text(prompt), finish, stream, json_partial=True,
-                   json_after=think_end.encode() if reasoning else None, **kw)
+                   json_after=think_end.encode() if reasoning else None, opts=opts)
 
 
 def _single(model, grammar: CompiledGrammar, prompt_text: str, finish, stream: bool, *, json_partial: bool = False,
-            json_after: bytes | None = None, **kw) -> Any:
+            json_after: bytes | None = None, opts: DecodingOptions) -> Any:
     """One prompt: ``finish(result)``, or with ``stream`` the events of its decoding."""
     if not stream:
-        return finish(_run(model, grammar, prompt_text, **kw))
+        return finish(_run(model, grammar, prompt_text, opts))
     from .streaming import stream_events
 
-    return stream_events(_run_tokens(model, grammar, prompt_text, **kw), model.info.token_bytes, finish,
+    return stream_events(_run_tokens(model, grammar, prompt_text, opts), model.info.token_bytes, finish,
                          json_partial=json_partial, json_after=json_after)
 
 
@@ -274,6 +269,8 @@ def generate_regex(model, pattern: str, prompt: str | None = None, *, max_tokens
                    timeout: float | None = DEFAULT_TIMEOUT, stream: bool = False) -> str | list:
     """Generate text that fully matches ``pattern`` (Python regex syntax); ``speculative``,
     ``prompts``, ``return_exceptions``, ``timeout`` and ``stream`` as in :func:`generate_json`."""
+    opts = DecodingOptions(max_tokens=max_tokens, temperature=temperature, top_p=top_p, top_k=top_k, seed=seed,
+                           sampler=sampler, particles=particles, hmm=hmm, speculative=speculative, timeout=timeout)
     model = resolve_model(model)
     grammar = compiler_for(model).compile_regex(pattern)
 
@@ -283,13 +280,12 @@ def generate_regex(model, pattern: str, prompt: str | None = None, *, max_tokens
         return result.text
 
     return _generate_text(model, grammar, prompt, prompts, finish, system=system, chat=chat,
-                          return_exceptions=return_exceptions, max_tokens=max_tokens, temperature=temperature,
-                          top_p=top_p, top_k=top_k, seed=seed, sampler=sampler, particles=particles,
-                          speculative=speculative, hmm=hmm, timeout=timeout, stream=stream)
+                          return_exceptions=return_exceptions, opts=opts, stream=stream)
 
 
 def _generate_text(model, grammar: CompiledGrammar, prompt: str | None, prompts: list[str] | None, finish, *,
-                   system: str | None, chat: bool, return_exceptions: bool, stream: bool = False, **kw) -> Any:
+                   system: str | None, chat: bool, return_exceptions: bool, opts: DecodingOptions,
+                   stream: bool = False) -> Any:
     """The regex and grammar entry points: one prompt, or a batch of them."""
     def text(p: str) -> str:
         return model.chat_prompt(p, system=system) if chat else p
@@ -299,10 +295,10 @@ def _generate_text(model, grammar: CompiledGrammar, prompt: str | None, prompts:
             raise InvalidArgument("give prompt= or prompts=, not both")
         if stream:
             raise InvalidArgument("stream=True takes one prompt, not prompts=")
-        return _batch_outputs(_run_many(model, grammar, [text(p) for p in prompts], **kw), finish, return_exceptions)
+        return _batch_outputs(_run_many(model, grammar, [text(p) for p in prompts], opts), finish, return_exceptions)
     if prompt is None:
         raise InvalidArgument("a prompt is needed (or prompts= for a batch)")
-    return _single(model, grammar, text(prompt), finish, stream, **kw)
+    return _single(model, grammar, text(prompt), finish, stream, opts=opts)
 
 
 def generate_grammar(model, grammar: str | Path, prompt: str | None = None, *, start: str | list[str] | None = None,
@@ -317,12 +313,12 @@ def generate_grammar(model, grammar: str | Path, prompt: str | None = None, *, s
     ``prompts``, ``return_exceptions``, ``timeout`` and ``stream`` as in :func:`generate_json`; ``start`` and ``indenter``
     as in :meth:`GrammarCompiler.compile_lark <structgen.compiler.GrammarCompiler.compile_lark>`
     (``indenter="python"`` with lark's ``python.lark``, start ``file_input``)."""
+    opts = DecodingOptions(max_tokens=max_tokens, temperature=temperature, top_p=top_p, top_k=top_k, seed=seed,
+                           sampler=sampler, particles=particles, hmm=hmm, speculative=speculative, timeout=timeout)
     model = resolve_model(model)
     compiled = compiler_for(model).compile_lark(grammar, start=start, indenter=indenter)
     return _generate_text(model, compiled, prompt, prompts, lambda r: r.text, system=system, chat=chat,
-                          return_exceptions=return_exceptions, max_tokens=max_tokens, temperature=temperature,
-                          top_p=top_p, top_k=top_k, seed=seed, sampler=sampler, particles=particles,
-                          speculative=speculative, hmm=hmm, timeout=timeout, stream=stream)
+                          return_exceptions=return_exceptions, opts=opts, stream=stream)
 
 
 def reasoning_spec(schema: Any, *, think_start: str | None = "<think>", think_end: str = "</think>") -> dict:
@@ -379,6 +375,8 @@ def generate_structural_tag(model, spec: Any, prompt: str | None = None, *, whit
     from .grammar.structural_tag import load_structural_tag
     from .structural_output import StructuralTagOutput, read_segments
 
+    opts = DecodingOptions(max_tokens=max_tokens, temperature=temperature, top_p=top_p, top_k=top_k, seed=seed,
+                           sampler=sampler, particles=particles, hmm=hmm, speculative=speculative, timeout=timeout)
     model = resolve_model(model)
     doc = load_structural_tag(spec)
     compiled = compiler_for(model).compile_structural_tag(doc, whitespace=whitespace, strict=strict, lenient=lenient)
@@ -387,6 +385,4 @@ def generate_structural_tag(model, spec: Any, prompt: str | None = None, *, whit
         return StructuralTagOutput(result.text, read_segments(doc, result.text), result)
 
     return _generate_text(model, compiled, prompt, prompts, finish, system=system, chat=chat,
-                          return_exceptions=return_exceptions, max_tokens=max_tokens, temperature=temperature,
-                          top_p=top_p, top_k=top_k, seed=seed, sampler=sampler, particles=particles,
-                          speculative=speculative, hmm=hmm, timeout=timeout, stream=stream)
+                          return_exceptions=return_exceptions, opts=opts, stream=stream)

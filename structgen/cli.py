@@ -582,12 +582,13 @@ def _run_generate(args) -> int:
     try:
         schema = _checked_constraint(args)  # a bad schema, regex or grammar is said before the model loads
         from .api import generate_grammar, generate_json, generate_regex
+        from .decoding_options import DecodingOptions
         from .models import load_model
 
+        kw = DecodingOptions(max_tokens=args.max_tokens, temperature=args.temperature, seed=args.seed,
+                             sampler=args.sampler, particles=args.particles, speculative=args.speculative,
+                             hmm=args.hmm, timeout=args.timeout or None).as_kwargs()  # bad settings: said now too
         model = load_model(args.model, quantized="auto" if args.quantized is None else args.quantized)
-        kw = dict(max_tokens=args.max_tokens, temperature=args.temperature, seed=args.seed, sampler=args.sampler,
-                  particles=args.particles, speculative=args.speculative, hmm=args.hmm,
-                  timeout=args.timeout or None)
         if args.schema:
             value = generate_json(model, schema, args.prompt, whitespace=args.whitespace, format=args.format,
                                   registry=getattr(args, "registry_docs", None), **kw)

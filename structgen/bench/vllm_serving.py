@@ -90,6 +90,9 @@ def _stream_request(base: str, schema: Any, max_tokens: int) -> dict:
                 if not line.startswith(b"data: ") or line == b"data: [DONE]":
                     continue
                 chunk = json.loads(line[6:])
+                if isinstance(chunk.get("error"), dict):  # a streamed request refused after its headers
+                    err = chunk["error"]
+                    return {"status": int(err.get("code") or 500), "error": str(err.get("message"))[:300]}
                 for c in chunk.get("choices") or []:
                     piece = (c.get("delta") or {}).get("content")
                     if piece:

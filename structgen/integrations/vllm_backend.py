@@ -225,8 +225,9 @@ class StructgenGrammar(StructuredOutputGrammar):
                 return hit
         ids = np.flatnonzero(np.unpackbits(np.ascontiguousarray(words, dtype=np.uint32).view(np.uint8),
                                            bitorder="little")).astype(np.int64)
-        guard, stops = BudgetGuard(m), self.stop_token_ids
-        cost = np.array([0 if t in stops else guard.cost(t) for t in ids.tolist()], dtype=np.float64)
+        cost = BudgetGuard(m).costs(ids)
+        if self.stop_token_ids:
+            cost[np.isin(ids, np.fromiter(self.stop_token_ids, dtype=np.int64))] = 0
         if key is not None:
             if len(self._cost_cache) > 256:
                 self._cost_cache.clear()

@@ -8,6 +8,10 @@ always ends in a complete, valid output.
 """
 from __future__ import annotations
 
+import functools
+
+import numpy as np
+
 __all__ = ["BudgetGuard"]
 
 
@@ -40,6 +44,41 @@ class BudgetGuard:
         finally:
             m.rollback(1)
 
+    def costs(self, ids: np.ndarray) -> np.ndarray:
+        """:meth:`cost` of every token in ``ids`` (a mask's allowed tokens), for a matcher without
+        checks at value boundaries.  A token whose bytes all stay inside the lexeme being read leaves
+        the parser where it is, so its cost is the shortest completion from the lexer state its bytes
+        end in: those tokens (inside a string, nearly the whole vocabulary) are walked through the
+        lexer's table together, and only the others are accepted and rolled back one by one."""
+        m = self.matcher
+        ids = np.asarray(ids, dtype=np.int64)
+        out = np.zeros(len(ids), dtype=np.float64)
+        g = m.grammar
+        if m.may_dead_end or m.is_terminated() or len(ids) < 256:  # few tokens: one by one is as quick
+            return np.array([self.cost(int(t)) for t in ids], dtype=np.float64)
+        cid, lx, ls = m._state
+        padded, lengths = _byte_table(g.tokenizer)
+        special = np.isin(ids, np.fromiter(g.eos_ids, dtype=np.int64, count=len(g.eos_ids)))
+        walk = ids[~special]
+        state = np.full(len(walk), ls, dtype=np.int64)
+        live = lengths[walk] > 0
+        trans, classmap = lx.core.trans, lx.core.classmap
+        for j in range(int(lengths[walk].max(initial=0))):
+            step = live & (lengths[walk] > j)
+            if not step.any():
+                break
+            nxt = trans[state[step], classmap[padded[walk[step], j]]]
+            state[step] = nxt
+            live[step] = nxt >= 0  # a lexeme boundary (or a refusal): the slow path decides
+        inside = live & (lengths[walk] > 0)
+        cost_walk = np.empty(len(walk), dtype=np.float64)
+        for end in np.unique(state[inside]).tolist():
+            cost_walk[inside & (state == end)] = g.min_completion(cid, lx, end) + 2  # the token, the rest, EOS
+        for i in np.flatnonzero(~inside).tolist():
+            cost_walk[i] = self.cost(int(walk[i]))
+        out[~special] = cost_walk
+        return out
+
     def tokens_needed(self, max_tokens: int) -> int:
         """The smallest budget (tokens, EOS included) from which this guard lets decoding start from
         the matcher's state, looked at only when ``max_tokens`` is below the quick bound: 0 when
@@ -71,3 +110,15 @@ class BudgetGuard:
     def shortest_completion(self) -> float:
         """Fewest bytes that complete the output from the matcher's state (for error messages)."""
         return self.matcher.min_completion_bytes()
+
+
+@functools.lru_cache(maxsize=8)
+def _byte_table(tokenizer) -> tuple[np.ndarray, np.ndarray]:
+    """Every token's bytes as one padded uint8 array, and their lengths (per tokenizer, kept)."""
+    tb = tokenizer.token_bytes
+    lengths = np.fromiter((len(b) for b in tb), dtype=np.int64, count=len(tb))
+    padded = np.zeros((len(tb), max(1, int(lengths.max(initial=1)))), dtype=np.uint8)
+    for i, b in enumerate(tb):
+        if b:
+            padded[i, :len(b)] = np.frombuffer(b, dtype=np.uint8)
+    return padded, lengths

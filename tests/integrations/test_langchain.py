@@ -411,7 +411,7 @@ def test_message_content_blocks(llm):
                   tool_calls=[{"name": "get_weather", "args": {"city": "Oslo"}, "id": "call_1"}]),
         ToolMessage([{"type": "text", "text": "sunny"}], tool_call_id="call_1"),
     ]
-    from structgen.integrations.langchain import _to_chat
+    from structgen.integrations.langchain.messages import _to_chat
 
     chat = _to_chat(history)
     assert chat[0] == {"role": "user", "content": "Weather in Oslo?"}

