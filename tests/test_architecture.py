@@ -115,6 +115,13 @@ def test_the_leaves_import_nothing_of_structgen_but_its_errors(name):
         assert not mod.startswith("structgen") or mod == "structgen.errors", f"{name}:{line} imports {mod}"
 
 
+def test_decoding_options_sit_on_the_leaves():
+    """One options object for every entry point: it may read only the leaves below it."""
+    allowed = {"structgen.errors", "structgen.deadlines", "structgen.sampler_methods"}
+    for mod, _, line in _imports(PKG / "decoding_options.py"):
+        assert not mod.startswith("structgen") or mod in allowed, f"decoding_options.py:{line} imports {mod}"
+
+
 ENTRY_LAYER = ("structgen.api", "structgen.cli", "structgen.integrations", "structgen.bench")
 
 

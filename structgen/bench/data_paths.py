@@ -3,12 +3,15 @@ JSONSchemaBench, the JSON Schema Test Suite), from a path the user gives or from
 folder, and say where they looked when it is missing."""
 from __future__ import annotations
 
+import gzip
+import json
 import os
 from pathlib import Path
+from typing import Iterator
 
 from ..errors import StructgenError
 
-__all__ = ["DataNotFound", "data_path", "data_folders"]
+__all__ = ["DataNotFound", "data_path", "data_folders", "read_jsonl"]
 
 #: what each data file is, for the message when it is missing
 _WHAT = {
@@ -48,3 +51,14 @@ def data_path(name: str, given: str | Path | None = None, *, flag: str = "--data
     looked = ", ".join(str(f) for f in data_folders())
     raise DataNotFound(f"{what} not found: looked for {name} in {looked}; pass {flag} PATH, or set "
                        "STRUCTGEN_DATA to the folder that holds it")
+
+
+def read_jsonl(name: str, path: str | os.PathLike[str] | None = None) -> Iterator[dict]:
+    """The records of the data file ``name`` (``.jsonl`` or ``.jsonl.gz``), at ``path`` or found by
+    :func:`data_path`; blank lines skipped."""
+    p = data_path(name, path)
+    opener = gzip.open if p.suffix == ".gz" else open
+    with opener(p, "rt", encoding="utf-8") as f:
+        for line in f:
+            if line.strip():
+                yield json.loads(line)

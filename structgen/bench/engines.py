@@ -361,6 +361,28 @@ def lookup_engine(engine, registry: dict, aliases: dict):
         raise ValueError(f"unknown engine {engine!r}; known: {', '.join(registry)}") from None
 
 
+def usable_engines(names, get_class, echo, hint=lambda cls: "") -> tuple[list[type], dict[str, str]]:
+    """The engine classes of ``names`` that exist and are installed, each once, in order, and
+    ``{name: why}`` for the others (each said through ``echo``; ``hint(cls)``: how to install it)."""
+    engines: list[type] = []
+    skipped: dict[str, str] = {}
+    for e in names:
+        try:
+            cls = get_class(e)
+        except ValueError as err:
+            skipped[str(e)] = str(err)
+            echo(f"skipping engine {e!r}: {err}")
+            continue
+        ok, why = cls.available()
+        if not ok:
+            skipped[cls.name] = why
+            echo(f"skipping engine {cls.name!r}: {why}{hint(cls)}")
+            continue
+        if cls not in engines:
+            engines.append(cls)
+    return engines, skipped
+
+
 def get_engine_class(engine: str | type[MaskEngine]) -> type[MaskEngine]:
     """An adapter class from its name (or alias: llg, xgr, outlines), or a class as is."""
     return lookup_engine(engine, ENGINES, _ALIASES)

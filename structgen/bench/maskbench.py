@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import functools
 import gc
-import gzip
 import json
 import random
 import sys
@@ -38,11 +37,12 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
 from .._cache import use_cold_regex_cache
-from .data_paths import data_path
+from .data_paths import data_path, read_jsonl
 from .engines import (
     ENGINES,
     MaskEngine,
     get_engine_class,
+    usable_engines,
     mask_bit,
 )
 from .watchdog import Worker, WorkerSetupError
@@ -97,14 +97,7 @@ def default_data_path() -> Path:
 
 def load_maskbench(path: str | Path | None = None) -> list[dict]:
     """All records (``id``, ``schema``, ``tests``, ``meta``) of a MaskBench JSONL(.gz) file."""
-    p = data_path("maskbench-dev.jsonl.gz", path)
-    opener = gzip.open if p.suffix == ".gz" else open
-    out = []
-    with opener(p, "rt", encoding="utf-8") as f:
-        for line in f:
-            if line.strip():
-                out.append(json.loads(line))
-    return out
+    return list(read_jsonl("maskbench-dev.jsonl.gz", path))
 
 
 def sample_records(records: Sequence[dict], n: int | None, seed: int = 0) -> list[dict]:
@@ -459,22 +452,7 @@ def run_maskbench(cfg: MaskBenchConfig, *, echo: Callable[[str], None] = print) 
     out_dir = Path(cfg.output) if cfg.output is not None else Path("bench-out") / "mask" / label
     out_dir.mkdir(parents=True, exist_ok=True)
 
-    engines: list[type[MaskEngine]] = []
-    skipped: dict[str, str] = {}
-    for e in cfg.engines:
-        try:
-            cls = get_engine_class(e)
-        except ValueError as err:
-            skipped[str(e)] = str(err)
-            echo(f"skipping engine {e!r}: {err}")
-            continue
-        ok, why = cls.available()
-        if not ok:
-            skipped[cls.name] = why
-            echo(f"skipping engine {cls.name!r}: {why}")
-            continue
-        if cls not in engines:
-            engines.append(cls)
+    engines, skipped = usable_engines(cfg.engines, get_engine_class, echo)
 
     echo(f"MaskBench: {len(chosen)} of {len(records)} schemas (seed {cfg.seed}), tokenizer {label}, "
          f"timeout {cfg.timeout:g}s, engines: {', '.join(c.name for c in engines) or 'none'}")

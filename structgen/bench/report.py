@@ -1,5 +1,5 @@
 """Summaries, tables, ratios and plots for MaskBench results (and the table
-helpers the JSONSchemaBench report shares: :func:`format_text_table`, ``_md_table``).
+helpers the JSONSchemaBench report shares: :func:`format_text_table`, ``md_table``).
 
 Pure functions over the per-schema records written by
 :mod:`structgen.bench.maskbench`; usable on a finished output folder too::
@@ -97,7 +97,8 @@ def summarize_engine(name: str, records: Sequence[dict], setups: Sequence[dict],
     }
 
 
-def _f(v: Any, nd: int = 1) -> str:
+def format_number(v: Any, nd: int = 1) -> str:
+    """A table cell: "-" for None, thousands separators, fewer decimals as numbers grow."""
     if v is None:
         return "-"
     if isinstance(v, float):
@@ -122,10 +123,10 @@ def _row(s: dict) -> list[str]:
     t, b = s["ttfm_ms"], s["tbm_us"]
     return (
         [s["engine"], str(s["n_schemas"]),
-         _f(t["p50"], 2), _f(t["p90"], 2), _f(t["p99"], 2), _f(t["max"], 2),
-         _f(b["p50"]), _f(b["p90"]), _f(b["p99"]), _f(b["p99.9"]), _f(b["max"]), _f(b["mean"])]
+         format_number(t["p50"], 2), format_number(t["p90"], 2), format_number(t["p99"], 2), format_number(t["max"], 2),
+         format_number(b["p50"]), format_number(b["p90"]), format_number(b["p99"]), format_number(b["p99.9"]), format_number(b["max"]), format_number(b["mean"])]
         + [str(s["counts"].get(k, 0)) for k, _ in STATUS_COLUMNS]
-        + [f"{s['pass_pct']:.1f}", _f(s["setup_s"], 2), _f(s["peak_rss_mb"], 0),
+        + [f"{s['pass_pct']:.1f}", format_number(s["setup_s"], 2), format_number(s["peak_rss_mb"], 0),
            "-" if s.get("gc_s") is None else f"{s['gc_s']:.1f} ({s.get('gc_full') or 0})"]
     )
 
@@ -202,7 +203,7 @@ def format_ratios(rows: Sequence[dict]) -> str:
     return format_text_table(head, body)
 
 
-def _md_table(head: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+def md_table(head: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
     out = ["| " + " | ".join(head) + " |", "|" + "|".join("---" if i == 0 else "---:" for i in range(len(head))) + "|"]
     out += ["| " + " | ".join(r) + " |" for r in rows]
     return "\n".join(out)
@@ -223,22 +224,22 @@ def format_markdown(summaries: Sequence[dict], ratios: Sequence[dict], meta: dic
     if meta.get("skipped"):
         lines.append("- skipped: " + "; ".join(f"{k} ({v})" for k, v in meta["skipped"].items()))
     lines += ["", "TTFM in ms (over compiled schemas), TBM in µs (every token of every instance).", ""]
-    lines.append(_md_table(_HEAD, [_row(s) for s in summaries]))
+    lines.append(md_table(_HEAD, [_row(s) for s in summaries]))
     if ratios:
         lines += ["", "Ratios (subject / peer, same run; below 1 = subject faster):", ""]
         head = ["ratio"] + [m for m, _, _ in _RATIO_METRICS] + ["pass % diff"]
         body = [[f"{r['subject']} / {r['peer']}"]
                 + [_fx(r[m]) for m, _, _ in _RATIO_METRICS]
                 + [f"{r['pass % diff']:+.1f}"] for r in ratios]
-        lines.append(_md_table(head, body))
+        lines.append(md_table(head, body))
     lines += ["", "Details:", ""]
     for s in summaries:
         lines.append(
             f"- {s['engine']}: {s['n_tests']} test instances, {s['n_tokens']} tokens timed; "
             f"{s['valid_rejected_tests']} valid instances rejected, {s['invalid_accepted_tests']} invalid accepted "
             f"({s['both_error_kinds']} schemas with both); {s['inconsistent_tests']} inconsistent (a token the "
-            f"mask allowed refused at commit); set-up {_f(s['setup_s'], 2)} s engine + "
-            f"{_f(s['tokenizer_load_s'], 2)} s transformers tokenizer + {_f(s['warmup_s'], 2)} s warm-up, "
+            f"mask allowed refused at commit); set-up {format_number(s['setup_s'], 2)} s engine + "
+            f"{format_number(s['tokenizer_load_s'], 2)} s transformers tokenizer + {format_number(s['warmup_s'], 2)} s warm-up, "
             f"{s['worker_starts']} worker start(s)"
         )
     return "\n".join(lines) + "\n"

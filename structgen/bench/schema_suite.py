@@ -186,7 +186,7 @@ def handled_exactly(rec: dict) -> bool:
 
 def engines_table(results: dict[str, dict[str, dict]]) -> str:
     """Per keyword file, groups each engine handles exactly (``handled_exactly``), and per engine the invalid instances it let through."""
-    from .report import _md_table
+    from .report import md_table
 
     engines = list(results)
     files = sorted({rid.split("#")[0] for r in results.values() for rid in r})
@@ -205,5 +205,5 @@ def engines_table(results: dict[str, dict[str, dict]]) -> str:
     rows.append(["**total**", str(n_total)] + [f"{totals[e]} ({100 * totals[e] / max(n_total, 1):.1f}%)"
                                                for e in engines])
     inval = [f"{e}: {sum(1 for r in results[e].values() if r.get('status') == 'invalidation_error')}" for e in engines]
-    return (_md_table(["keyword file", "groups"] + engines, rows)
+    return (md_table(["keyword file", "groups"] + engines, rows)
             + "\n\ngroups with an invalid instance accepted -- " + ", ".join(inval))

@@ -236,7 +236,7 @@ def test_prompt_is_generate_json_prompt_and_is_capped(tiny_model):
                                             for i in range(60)}}
     text, ids, cut = jsb.build_prompt(tiny_model, big, 300)
     assert cut and len(ids) <= 300 and len(ids) > 250  # the longest prefix that fits
-    assert jsb.TRUNCATION_NOTE in text and text.endswith(tiny_model.chat_prompt("x")[-30:])
+    assert jsb.data.TRUNCATION_NOTE in text and text.endswith(tiny_model.chat_prompt("x")[-30:])
 
 
 def test_structgen_engine_is_generate_json(tiny_model, one_torch_thread):

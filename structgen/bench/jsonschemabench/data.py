@@ -2,13 +2,12 @@
 the model sees (``generate_json``'s), and the engines and statuses every part shares."""
 from __future__ import annotations
 
-import gzip
 import json
 from collections import defaultdict
 from pathlib import Path
 from typing import Any, Sequence
 
-from ..data_paths import data_path
+from ..data_paths import data_path, read_jsonl
 from ..maskbench import sample_records
 
 
@@ -32,20 +31,14 @@ def default_data_path() -> Path:
 
 def load_jsonschemabench(path: str | Path | None = None) -> list[dict]:
     """All records (``dataset``, ``unique_id``, ``json_schema``); a string schema is parsed."""
-    p = data_path("jsonschemabench-dev.jsonl.gz", path)
-    opener = gzip.open if p.suffix == ".gz" else open
     out = []
-    with opener(p, "rt", encoding="utf-8") as f:
-        for line in f:
-            if not line.strip():
-                continue
-            r = json.loads(line)
-            if isinstance(r.get("json_schema"), str):
-                try:
-                    r["json_schema"] = json.loads(r["json_schema"])
-                except json.JSONDecodeError:
-                    pass  # kept as text: every engine will refuse it
-            out.append(r)
+    for r in read_jsonl("jsonschemabench-dev.jsonl.gz", path):
+        if isinstance(r.get("json_schema"), str):
+            try:
+                r["json_schema"] = json.loads(r["json_schema"])
+            except json.JSONDecodeError:
+                pass  # kept as text: every engine will refuse it
+        out.append(r)
     return out
 
 

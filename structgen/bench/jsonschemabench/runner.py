@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
+from ..engines import usable_engines
 from ..gen_engines import GenEngine, get_gen_engine_class
 from ..maskbench import read_results
 from ..watchdog import Worker, WorkerSetupError
@@ -101,7 +102,7 @@ class _InProcess:
         self.setups = [info]
 
     def call(self, req, timeout):
-        from .watchdog import CallResult
+        from ..watchdog import CallResult
 
         t0 = time.perf_counter()
         try:
@@ -159,24 +160,10 @@ def run_jsonschemabench(cfg: JSBConfig, *, echo: Callable[[str], None] = print) 
     out_dir = Path(cfg.output) if cfg.output is not None else Path("bench-out") / "jsonschemabench" / label
     out_dir.mkdir(parents=True, exist_ok=True)
 
-    engines: list[type[GenEngine]] = []
-    skipped: dict[str, str] = {}
-    for e in cfg.engines:
-        try:
-            cls = get_gen_engine_class(e)
-        except ValueError as err:
-            skipped[str(e)] = str(err)
-            echo(f"skipping engine {e!r}: {err}")
-            continue
-        ok, why = cls.available()
-        if not ok:
-            hint = " (pip install 'structgen[llamacpp]'; compiles llama.cpp for ~9 minutes)" \
-                if cls.name.startswith("llamacpp") else ""
-            skipped[cls.name] = why
-            echo(f"skipping engine {cls.name!r}: {why}{hint}")
-            continue
-        if cls not in engines:
-            engines.append(cls)
+    engines, skipped = usable_engines(
+        cfg.engines, get_gen_engine_class, echo,
+        hint=lambda cls: " (pip install 'structgen[llamacpp]'; compiles llama.cpp for ~9 minutes)"
+        if cls.name.startswith("llamacpp") else "")
 
     settings = _run_settings(cfg, label)
     cfg_file = out_dir / "run-settings.json"
@@ -208,7 +195,7 @@ def run_jsonschemabench(cfg: JSBConfig, *, echo: Callable[[str], None] = print) 
         info = _run_pairs(cfg, need, todo, out_dir, done, skipped, echo)
 
     # engines with results in the folder but not selected this time are reported too
-    from .gen_engines import GEN_ENGINES
+    from ..gen_engines import GEN_ENGINES
 
     names = [cls.name for cls in engines if cls.name not in skipped or done.get(cls.name)]
     for p in sorted(out_dir.glob("*.jsonl")):

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from ..gen_engines import get_gen_engine_class
+from ..report import format_number, format_text_table, md_table
 from .data import STATUSES
 
 
@@ -110,9 +111,7 @@ def summarize(records_by_engine: dict[str, Sequence[dict]], *, versions: dict[st
 
 
 def _f(v: Any, nd: int = 1) -> str:
-    from .report import _f as f
-
-    return f(v, nd)
+    return format_number(v, nd)
 
 
 def _pct(v: float | None) -> str:
@@ -149,14 +148,12 @@ def _dataset_row(s: dict) -> list[str]:
 
 def format_overall_table(summaries: Sequence[dict]) -> str:
     """Plain-text table, one row per engine."""
-    from .report import format_text_table
 
     return format_text_table(_OVERALL_HEAD, [_overall_row(s) for s in summaries])
 
 
 def format_dataset_table(by_dataset: Sequence[dict]) -> str:
     """Plain-text table, one row per (dataset, engine)."""
-    from .report import format_text_table
 
     return format_text_table(_DATASET_HEAD, [_dataset_row(s) for s in by_dataset])
 
@@ -174,8 +171,6 @@ def _pivot(by_dataset: Sequence[dict], summaries: Sequence[dict], key: str) -> t
 
 def format_markdown(summaries: Sequence[dict], by_dataset: Sequence[dict], meta: dict) -> str:
     """The run as a markdown document: settings, overall table, pivots, per-dataset table."""
-    from .report import _md_table
-
     lines = ["# JSONSchemaBench end to end", ""]
     if meta.get("command"):
         lines += [f"Command: `{meta['command']}`", ""]
@@ -195,12 +190,12 @@ def format_markdown(summaries: Sequence[dict], by_dataset: Sequence[dict], meta:
               "declared; unterminated = stopped by max_tokens; TTFT = compile + prefill + first token; TPOT = per "
               "output token after the first; overhead = median over schemas of TPOT / the baseline's TPOT on the "
               "same schema.", ""]
-    lines.append(_md_table(_OVERALL_HEAD, [_overall_row(s) for s in summaries]))
+    lines.append(md_table(_OVERALL_HEAD, [_overall_row(s) for s in summaries]))
     head, rows = _pivot(by_dataset, summaries, "empirical_pct")
-    lines += ["", "Empirical coverage (%) per dataset:", "", _md_table(head, rows)]
+    lines += ["", "Empirical coverage (%) per dataset:", "", md_table(head, rows)]
     head, rows = _pivot(by_dataset, summaries, "declared_pct")
-    lines += ["", "Declared coverage (%) per dataset:", "", _md_table(head, rows)]
-    lines += ["", "Per dataset:", "", _md_table(_DATASET_HEAD, [_dataset_row(s) for s in by_dataset])]
+    lines += ["", "Declared coverage (%) per dataset:", "", md_table(head, rows)]
+    lines += ["", "Per dataset:", "", md_table(_DATASET_HEAD, [_dataset_row(s) for s in by_dataset])]
     trunc = max((s["prompt_truncated"] for s in summaries), default=0)
     if trunc:
         lines += ["", f"{trunc} schema(s) did not fit the prompt cap: their schema text was cut in the prompt."]
