@@ -30,7 +30,6 @@ import numpy as np
 import torch
 
 from ..errors import StructgenError
-from .row_invariant import MAX_INVARIANT_ROWS
 
 __all__ = ["install", "is_installed", "available"]
 
@@ -88,8 +87,6 @@ def _row_order(loaded: np.ndarray, gguf: np.ndarray) -> np.ndarray | None:
 def _q4_forward(self: torch.nn.Linear, x: torch.Tensor) -> torch.Tensor:
     packed, scale_zero = self._structgen_q4_weights
     k = x.shape[-1]
-    if x.numel() // k > MAX_INVARIANT_ROWS:  # a prefill: the dense weights' GEMM is far quicker over many rows
-        return torch.nn.functional.linear(x, self.weight, self.bias)
     out = torch.ops.aten._weight_int4pack_mm_for_cpu(x.reshape(-1, k).to(torch.bfloat16), packed, GROUP,
                                                      scale_zero).to(x.dtype)
     if self.bias is not None:

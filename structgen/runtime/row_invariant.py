@@ -16,10 +16,6 @@ greedy choice.  ``install`` removes both causes for single sequences:
   micro-kernel whatever the pass size.
 
 Cost, measured by ``structgen bench decode`` (q4 rows): a few hundred microseconds a pass.
-
-Only passes of at most ``MAX_INVARIANT_ROWS`` tokens need this (a decoding step and its drafts); a
-longer pass is a prompt's prefill, which plain and speculative decoding make alike, so it takes the
-batched kernels (a 481-token prefill: 7.0 s one query at a time on the int4 kernel, see ``gguf_q4``).
 """
 from __future__ import annotations
 
@@ -28,13 +24,11 @@ from typing import Any, Iterable
 
 import torch
 
-__all__ = ["install", "ATTENTION", "ROW_QUANTUM", "MAX_INVARIANT_ROWS"]
+__all__ = ["install", "ATTENTION", "ROW_QUANTUM"]
 
 ATTENTION = "structgen_rowwise"
 #: Rows are padded to a multiple of this (the GEMM micro-kernel width that gives every row one rounding).
 ROW_QUANTUM = 4
-#: Passes longer than this (prefills) take the batched kernels: a decoding step feeds 1 + 3 drafts at most.
-MAX_INVARIANT_ROWS = 32
 _registered = False
 
 
@@ -44,7 +38,7 @@ def _rowwise_attention(module: Any, query: torch.Tensor, key: torch.Tensor, valu
 
     b, _, q, _ = query.shape
     length = key.shape[2]
-    if b != 1 or q == 1 or q > MAX_INVARIANT_ROWS or not _plain_causal(attention_mask, q, length):
+    if b != 1 or q == 1 or not _plain_causal(attention_mask, q, length):
         return sdpa_attention_forward(module, query, key, value, attention_mask, **kwargs)
     kwargs.pop("is_causal", None)
     past = length - q
@@ -68,8 +62,6 @@ def _padded_forward(self: torch.nn.Linear, x: torch.Tensor) -> torch.Tensor:
     if torch.is_grad_enabled() or x.device.type != "cpu":
         return torch.nn.functional.linear(x, self.weight, self.bias)
     rows = x.numel() // x.shape[-1]
-    if rows > MAX_INVARIANT_ROWS:
-        return torch.nn.functional.linear(x, self.weight, self.bias)
     x2 = x.reshape(rows, x.shape[-1]).to(self.weight.dtype)
     pad = -rows % ROW_QUANTUM
     if pad:
