@@ -147,7 +147,8 @@ def test_structural_tags_served_by_structgen(llm, monkeypatch):
         assert spec is legacy or out.text.startswith("<f>{"), out.text
         for body in re.findall(r"<f>(.*?)</f>", out.text, re.S):
             jsonschema.validate(json.loads(body), user)
-    assert served == ["STRUCTURAL_TAG", "STRUCTURAL_TAG"]
+    # each request compiles in the front end (the budget check) and in the backend: all structgen
+    assert len(served) >= 2 and set(served) == {"STRUCTURAL_TAG"}, served
     bad = {"type": "structural_tag", "format": {"type": "tag", "begin": "<f>", "end": "</f>",
                                                 "content": {"type": "token", "token": 1}}}
     with pytest.raises(Exception, match="/format/content/type"):

@@ -181,13 +181,21 @@ class CheckRun:
         return ended(self.g, cid, terms, self.tracker, self.buf, self.end) >= 0
 
 
-def _current_item(frames: tuple, buf, end: int, check: DistinctItems):
+def _current_item(frames: tuple, buf, end: int, check: DistinctItems, memo: dict):
     """(the innermost array's frame, the identity of its item ending at ``end``) or None when no
-    array item is open there or the text is not a whole item."""
+    array item is open there or the text is not a whole item.  Identities are remembered in the
+    grammar's ``memo``: a trial meets the same item at its closing byte and again where the next
+    lexeme starts."""
     top = frames[-1] if frames else None
     if top is None or top[0] != "a" or top[1] < 0:
         return None
-    ident = check.identity(bytes(buf[top[1]:end]))
+    value = bytes(buf[top[1]:end])
+    key = (id(check), value)
+    ident = memo.get(key, memo)
+    if ident is memo:
+        if len(memo) > CHECK_MEMO_ENTRIES:
+            memo.clear()
+        ident = memo[key] = check.identity(value)
     return None if ident is None else (top, ident)
 
 
@@ -200,7 +208,7 @@ def _duplicates(g, cid2: int, tracker: tuple, buf, end: int, record: bool):
     if not done:
         return None, tracker
     in_str, esc, frames, closed, root = tracker
-    cur = _current_item(frames, buf, end, frames_of[stacks[done[0]][-1]])
+    cur = _current_item(frames, buf, end, frames_of[stacks[done[0]][-1]], g.checks.memo)
     if cur is None:
         return None, tracker
     top, ident = cur

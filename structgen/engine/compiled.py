@@ -153,47 +153,62 @@ class CompiledGrammar:
         ``run`` (grammars with checks, see :mod:`structgen.engine.checks`) is told every lexeme
         boundary and byte: it drops the parser stacks whose values fail a check, and None is
         returned when a byte completes a value that fails on every stack."""
-        parser = self.parser
         tl, nc, cm = lx.core.flat_trans, lx.n_classes, lx.core.classmap_list
         for b in data:
             ns = tl[ls * nc + cm[b]]
-            if ns >= 0:
+            if ns >= 0 and run is None:  # inside a lexeme: the hot path, inline
                 ls = ns
-                if run is None:
-                    continue
-            else:
-                a = int(lx.boundary[ls])
-                if a < 0:
-                    return None
-                terms = lx.acc_set(a) if lx.follow is None else lx.terms_before(a, b)
-                if not terms:
-                    return None  # a lookahead at the lexeme's end refuses this byte
-                if run is not None:
-                    cid = run.before_scan(cid, terms)
-                    if cid < 0:
-                        return None
-                cid = parser.scan(cid, terms)
+                continue
+            st = self.step(cid, lx, ls, b, run)
+            if st is None:
+                return None
+            cid, lx, ls = st
+            tl, nc, cm = lx.core.flat_trans, lx.n_classes, lx.core.classmap_list
+        return self.finish(cid, lx, ls)
+
+    def step(self, cid: int, lx: Lexer, ls: int, b: int, run: CheckRun | None = None):
+        """One byte of :meth:`advance` (without its end-of-token rule, :meth:`finish`): the new
+        (cid, lexer, lexer state) or None.  Trials of many tokens after one output step through
+        their shared prefixes once (:mod:`structgen.engine.exact_masks`)."""
+        ns = lx.core.flat_trans[ls * lx.n_classes + lx.core.classmap_list[b]]
+        if ns >= 0:
+            ls = ns
+        else:
+            a = int(lx.boundary[ls])
+            if a < 0:
+                return None
+            terms = lx.acc_set(a) if lx.follow is None else lx.terms_before(a, b)
+            if not terms:
+                return None  # a lookahead at the lexeme's end refuses this byte
+            if run is not None:
+                cid = run.before_scan(cid, terms)
                 if cid < 0:
                     return None
-                if run is not None:
-                    cid = run.after_scan(cid, terms)
-                    if cid < 0:
-                        return None
-                lx = self.lexer_for(cid)
-                tl, nc, cm = lx.core.flat_trans, lx.n_classes, lx.core.classmap_list
-                ls = tl[cm[b]]
-                if ls < 0:
+            cid = self.parser.scan(cid, terms)
+            if cid < 0:
+                return None
+            if run is not None:
+                cid = run.after_scan(cid, terms)
+                if cid < 0:
                     return None
-                if run is None:
-                    continue
+            lx = self.lexer_for(cid)
+            ls = lx.core.flat_trans[lx.core.classmap_list[b]]
+            if ls < 0:
+                return None
+        if run is not None:
             run.byte(b)
             a = int(lx.acc_id[ls])
             if a >= 0 and lx.core.is_dead_end(ls) and not run.lexeme_complete(cid, lx.acc_set(a)):
                 return None  # the lexeme cannot grow, and every reading completes a failing value
+        return cid, lx, ls
+
+    def finish(self, cid: int, lx: Lexer, ls: int):
+        """The state a token leaves, or None where it ends on a complete key the object already
+        has (or may not have): nothing can follow it."""
         if lx.widened:
             a = int(lx.acc_id[ls])
             if a >= 0 and self.excluded(cid, lx).issuperset(lx.acc_set(a)) and lx.core.is_dead_end(ls):
-                return None  # a key the object already has (or may not have), complete: nothing can follow
+                return None
         return cid, lx, ls
 
     def can_end(self, cid: int, lx: Lexer, ls: int) -> bool:

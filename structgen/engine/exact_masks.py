@@ -134,6 +134,49 @@ def _candidates(g, lx, ls: int, mask: np.ndarray) -> np.ndarray:
     return words[w] * 32 + b
 
 
+def _by_bytes(g, cands) -> tuple[int, ...]:
+    """The candidate ids sorted by their bytes, so tokens sharing a prefix are neighbours."""
+    tb = g.trie.token_bytes
+    return tuple(sorted(cands, key=tb.__getitem__))
+
+
+def refused_tokens(g, state: tuple, tracker: tuple, out, tokens: tuple[int, ...]) -> list[int]:
+    """The ``tokens`` (sorted by bytes) that ``g.advance`` with checks refuses from ``state``
+    after ``out``.  The tokens are walked as a trie: a prefix shared by several tokens is stepped
+    (and its checks run: a closing quote's value check, an array item's identity) once, not once
+    per token -- most candidates share their first byte, the one that ends the checked value."""
+    token_bytes = g.trie.token_bytes
+    step, finish = g.step, g.finish
+    base = len(out)
+    buf = bytearray(out)  # the output, then the bytes of the path being tried
+    run = CheckRun.over(g, tracker, buf, base)
+    cid, lx, ls = state
+    path: list = [(cid, lx, ls, tracker)]  # path[d]: the state after d bytes of the current prefix, or None
+    prev = b""
+    refused = []
+    for t in tokens:
+        data = token_bytes[t]
+        k = 0
+        limit = min(len(data), len(prev), len(path) - 1)
+        while k < limit and data[k] == prev[k]:
+            k += 1
+        del path[k + 1:]
+        del buf[base + k:]
+        buf += data[k:]
+        st = path[k]
+        while st is not None and k < len(data):
+            c, lx, ls, tr = st
+            run.tracker, run.end = tr, base + k
+            nxt = step(c, lx, ls, data[k], run)
+            st = None if nxt is None else (nxt[0], nxt[1], nxt[2], run.tracker)
+            path.append(st)
+            k += 1
+        if st is None or finish(st[0], st[1], st[2]) is None:
+            refused.append(t)
+        prev = data
+    return refused
+
+
 def exact_mask(g, state: tuple, tracker: tuple, out: bytearray, mask: np.ndarray) -> np.ndarray:
     """``mask`` (the automaton's, read-only) without the tokens a check refuses from ``state`` after
     ``out``; the same array when nothing is refused."""
@@ -141,20 +184,11 @@ def exact_mask(g, state: tuple, tracker: tuple, out: bytearray, mask: np.ndarray
     key = g._uid | (cid << 48) | (lx.id << 28) | ls  # as CompiledGrammar.mask keys its masks
     cands = CANDIDATES.get(key)
     if cands is None:
-        cands = tuple(_candidates(g, lx, ls, mask).tolist())  # ints in a tuple: untracked by the GC
+        cands = _by_bytes(g, _candidates(g, lx, ls, mask).tolist())  # ints in a tuple: untracked by the GC
         CANDIDATES.put(key, cands)
     if not cands:
         return mask
-    token_bytes = g.trie.token_bytes
-    advance = g.advance
-    refused = []
-    buf = bytearray(out)  # one copy of the output; each trial writes its token after it
-    end = len(out)
-    for t in cands:
-        data = token_bytes[t]
-        buf[end:] = data
-        if advance(cid, lx, ls, data, CheckRun.over(g, tracker, buf, end)) is None:
-            refused.append(t)
+    refused = refused_tokens(g, state, tracker, out, cands)
     if not refused:
         return mask
     m = mask.copy()

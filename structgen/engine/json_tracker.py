@@ -16,7 +16,7 @@ value began (-1 right after the colon, -2 outside a value).
 """
 from __future__ import annotations
 
-import json
+from ..json_text import json_string_text
 
 __all__ = ["EMPTY_TRACKER", "track", "value_start"]
 
@@ -38,7 +38,7 @@ def track(tracker: tuple, b: int, pos: int, buf) -> tuple:
         if b == _QUOTE:
             top = frames[-1] if frames else None
             if top is not None and top[0] == "o" and top[2] >= 0:  # an object's key ends here
-                key = json.loads(bytes(buf[top[2]:pos + 1]))
+                key = json_string_text(bytes(buf[top[2]:pos + 1]))
                 frames = frames[:-1] + (("o", top[1] | {key}, -2, -2),)
             return (False, False, frames, closed, root)
         return tracker

@@ -77,6 +77,7 @@ def test_threads_compiling_and_matching_agree_with_one_thread(smol_info):
         assert r == serial
 
 
+@pytest.mark.minutes  # 75 s on 2 cores: make test-slow
 @pytest.mark.parametrize("n_threads", [4])
 def test_threads_sharing_one_grammar_give_serial_masks(smol_info, n_threads):
     g2 = GrammarCompiler(smol_info).compile_json_schema(SCHEMAS[0])

@@ -51,6 +51,26 @@ def test_json_equality_is_the_schema_s():
     assert canonical(Decimal("0.1")) != canonical(Decimal("0.10000000000000000001"))
 
 
+def test_a_string_item_s_identity_without_json_loads_is_json_loads_s():
+    """Items without escapes skip the JSON parser; their identity must be the parser's."""
+    import json
+    from decimal import Decimal
+
+    from structgen.grammar.json_schema.checks import UniqueJsonItems
+
+    def slow(v: bytes):
+        try:
+            return canonical(json.loads(v, parse_float=Decimal))
+        except ValueError:
+            return None
+
+    check = UniqueJsonItems("items")
+    for v in (b'""', b'"ab"', b'"caf\xc3\xa9"', b'"\\u00e9"', b'"a\\"b"', b'"\xff"', b'"a\tb"', b'"a\x01"',
+              b'"x"', b'"\xe2\x82"', b'1', b'1.0', b'["a"]', b'"', b'"a'):
+        assert check.identity(v) == slow(v), v
+    assert check.identity(b'"\\u00e9"') == check.identity('"\u00e9"'.encode())
+
+
 def test_tracker_finds_item_starts_and_keys_outside_strings():
     t = EMPTY_TRACKER
     text = b'[ "a,[", {"k": [1], "q\\"": {}}, 2]'

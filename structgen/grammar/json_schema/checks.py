@@ -17,6 +17,7 @@ import json
 from decimal import Decimal
 from typing import Hashable
 
+from ...json_text import json_string_text
 from ..ir import CheckContext, DistinctItems, ValueCheck
 from ..presence import eval_presence
 
@@ -108,6 +109,8 @@ class UniqueJsonItems(DistinctItems):
 
     def identity(self, value: bytes) -> Hashable | None:
         try:
+            if value[:1] == b'"':
+                return ("s", json_string_text(value))
             return canonical(json.loads(value, parse_float=Decimal))
         except ValueError:  # not a whole JSON value: the parser's view and the text disagree
             return None

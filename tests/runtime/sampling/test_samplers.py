@@ -133,6 +133,7 @@ def test_awrs_sequence_weights_estimate_the_global_target(toy):
     assert total_variation(pi, [s.token_ids for s in got], w) < 3 * _floor(pi, 6000)
 
 
+@pytest.mark.minutes  # 41 s: make test-slow
 def test_smc_evidence_and_weighted_particles(toy):
     lm, matcher, exact = toy
     pi, p_l = exact.global_target(), math.exp(exact.log_pl)
