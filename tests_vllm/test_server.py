@@ -39,7 +39,10 @@ def server(model_folder, tmp_path_factory):
     cmd = [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", model_folder,
            "--host", "127.0.0.1", "--port", str(port), "--dtype", "float32", "--enforce-eager",
            "--max-model-len", "2048", "--served-model-name", "smollm2",
-           "--structured-outputs-config.backend", "structgen"]
+           "--structured-outputs-config.backend", "structgen",
+           # named and "required" tool choices are structured outputs, but vLLM 0.32 serves them only
+           # with a tool parser, which it builds only with auto tool choice on
+           "--enable-auto-tool-choice", "--tool-call-parser", "hermes"]
     with open(log, "wb") as out:
         proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=dict(os.environ))
     base = f"http://127.0.0.1:{port}"
@@ -95,3 +98,43 @@ def test_a_budget_no_output_fits_is_a_400_naming_the_smallest(server):
         "response_format": {"type": "json_schema", "json_schema": {"name": "city", "schema": SCHEMA}}})
     assert status == 400, body
     assert "smallest budget that fits is" in json.dumps(body), body
+
+
+# ``strict``: vLLM 0.32 pins a tool's argument schema only for strict tools (or --tool-strict-level
+# parameter); otherwise its structural tag lets the arguments be any JSON
+WEATHER = {"type": "function", "function": {
+    "name": "get_weather", "description": "The weather in a city now", "strict": True,
+    "parameters": {"type": "object", "additionalProperties": False, "required": ["city", "unit"],
+                   "properties": {"city": {"type": "string", "minLength": 1, "maxLength": 24},
+                                  "unit": {"type": "string", "enum": ["celsius", "fahrenheit"]}}}}}
+TIME = {"type": "function", "function": {
+    "name": "get_time", "description": "The local time in a time zone", "strict": True,
+    "parameters": {"type": "object", "additionalProperties": False, "required": ["zone"],
+                   "properties": {"zone": {"type": "string", "pattern": "^[A-Z][a-z]+/[A-Z][a-z]+$"}}}}}
+
+
+def _tool_calls(server: str, tool_choice, seed: int) -> list[dict]:
+    status, body = _post(server + "/v1/chat/completions", {
+        "model": "smollm2", "max_tokens": 120, "temperature": 1.0, "seed": seed,
+        "messages": [{"role": "user", "content": "What is the weather in Oslo, and the time in Tokyo?"}],
+        "tools": [WEATHER, TIME], "tool_choice": tool_choice})
+    assert status == 200, body
+    choice = body["choices"][0]
+    assert choice["finish_reason"] in ("stop", "tool_calls"), choice  # within the budget, not cut
+    return choice["message"]["tool_calls"]
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_tool_calls_through_the_server_are_valid(server, seed):
+    """tool_choice "required" and a named function become structural tags (vLLM's hermes format)
+    that vLLM hands the structgen backend: every call names a tool and its arguments validate,
+    sampled at temperature 1."""
+    by_name = {t["function"]["name"]: t["function"]["parameters"] for t in (WEATHER, TIME)}
+    named = _tool_calls(server, {"type": "function", "function": {"name": "get_time"}}, seed)
+    assert len(named) == 1 and named[0]["function"]["name"] == "get_time", named
+    jsonschema.validate(json.loads(named[0]["function"]["arguments"]), by_name["get_time"])
+    required = _tool_calls(server, "required", seed)
+    assert required, "tool_choice='required' returned no tool call"
+    for call in required:
+        assert call["function"]["name"] in by_name, call
+        jsonschema.validate(json.loads(call["function"]["arguments"]), by_name[call["function"]["name"]])
