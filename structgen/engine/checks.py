@@ -72,17 +72,23 @@ class GrammarChecks:
     def __bool__(self) -> bool:
         return bool(self.value or self.item_frames)
 
+    def remembered(self, key: tuple, fn, *args):
+        """``fn(*args)``, kept under ``key`` in the grammar's bounded memo (pure verdicts, item
+        identities: a trial meets the same value at its closing byte and where the next lexeme
+        starts)."""
+        memo = self.memo
+        hit = memo.get(key, memo)
+        if hit is memo:
+            if len(memo) > CHECK_MEMO_ENTRIES:
+                memo.clear()
+            hit = memo[key] = fn(*args)
+        return hit
+
     def verdict(self, rule: int, value: bytes, context: CheckContext) -> bool:
         """Every value check of ``rule`` accepts ``value`` (pure verdicts remembered)."""
         for c in self.value[rule]:
             if c.pure:
-                key = (rule, id(c), value)
-                hit = self.memo.get(key)
-                if hit is None:
-                    hit = c.accepts(value, context)
-                    if len(self.memo) > CHECK_MEMO_ENTRIES:
-                        self.memo.clear()
-                    self.memo[key] = hit
+                hit = self.remembered((rule, id(c), value), c.accepts, value, context)
             else:
                 hit = c.accepts(value, context)
             if not hit:
@@ -181,21 +187,14 @@ class CheckRun:
         return ended(self.g, cid, terms, self.tracker, self.buf, self.end) >= 0
 
 
-def _current_item(frames: tuple, buf, end: int, check: DistinctItems, memo: dict):
+def _current_item(frames: tuple, buf, end: int, check: DistinctItems, checks: GrammarChecks):
     """(the innermost array's frame, the identity of its item ending at ``end``) or None when no
-    array item is open there or the text is not a whole item.  Identities are remembered in the
-    grammar's ``memo``: a trial meets the same item at its closing byte and again where the next
-    lexeme starts."""
+    array item is open there or the text is not a whole item (identities remembered by ``checks``)."""
     top = frames[-1] if frames else None
     if top is None or top[0] != "a" or top[1] < 0:
         return None
     value = bytes(buf[top[1]:end])
-    key = (id(check), value)
-    ident = memo.get(key, memo)
-    if ident is memo:
-        if len(memo) > CHECK_MEMO_ENTRIES:
-            memo.clear()
-        ident = memo[key] = check.identity(value)
+    ident = checks.remembered((id(check), value), check.identity, value)
     return None if ident is None else (top, ident)
 
 
@@ -208,7 +207,7 @@ def _duplicates(g, cid2: int, tracker: tuple, buf, end: int, record: bool):
     if not done:
         return None, tracker
     in_str, esc, frames, closed, root = tracker
-    cur = _current_item(frames, buf, end, frames_of[stacks[done[0]][-1]], g.checks.memo)
+    cur = _current_item(frames, buf, end, frames_of[stacks[done[0]][-1]], g.checks)
     if cur is None:
         return None, tracker
     top, ident = cur
