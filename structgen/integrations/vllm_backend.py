@@ -22,40 +22,26 @@ imports vLLM; :mod:`structgen.integrations.vllm_plugin` installs it.
 """
 from __future__ import annotations
 
-import json
-import logging
-import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
-import numpy as np
 import torch
 from vllm.v1.structured_output.backend_types import (StructuredOutputBackend, StructuredOutputGrammar,
                                                      StructuredOutputOptions)
 from vllm.v1.structured_output.utils import grammar_is_likely_lark
 
 from ..compiler import GrammarCompiler
-from ..engine.matcher import Matcher, write_mask_row
+from ..engine.matcher import Matcher
 from ..errors import StructgenError
-from ..runtime.budget import BudgetGuard
 from ..tokenizer import TokenizerInfo
+from .served import BUDGET_MARGIN, JSON_WHITESPACE, ServedGrammar, choice_pattern, compile_served
 
-__all__ = ["StructgenBackend", "StructgenGrammar", "choice_pattern", "delegated"]
+__all__ = ["StructgenBackend", "StructgenGrammar", "choice_pattern", "delegated", "compile_request",
+           "JSON_WHITESPACE", "BUDGET_MARGIN"]
 
-logger = logging.getLogger(__name__)
-
-#: JSON whitespace policy for served schemas (as ``generate_json``: bounded, so a small model
-#: cannot fill its budget with blanks)
-JSON_WHITESPACE = "flexible"
-
-#: how close (in bytes of the shortest completion, counted one token per byte) the budget must be
-#: before every allowed token is checked against it: a token adds at most this many bytes to the
-#: shortest completion in the grammars measured (an array item's separator opening a new item)
-BUDGET_MARGIN = 48
-
-
-def choice_pattern(choices: list[str]) -> str:
-    """A regex matching exactly one of ``choices`` (vLLM's CHOICE request)."""
-    return "|".join(re.escape(c) for c in choices)
+#: vLLM's request kinds -> structgen's (``structgen.integrations.served.KINDS``)
+_KINDS = {StructuredOutputOptions.JSON: "json", StructuredOutputOptions.JSON_OBJECT: "json_object",
+          StructuredOutputOptions.REGEX: "regex", StructuredOutputOptions.CHOICE: "choice",
+          StructuredOutputOptions.GRAMMAR: "lark", StructuredOutputOptions.STRUCTURAL_TAG: "structural_tag"}
 
 
 def delegated(request_type: StructuredOutputOptions, spec: str) -> bool:
@@ -103,141 +89,13 @@ class StructgenBackend(StructuredOutputBackend):
 
 def compile_request(compiler: GrammarCompiler, request_type: StructuredOutputOptions, spec: str):
     """The compiled grammar of one vLLM request (structgen errors propagate)."""
-    if request_type == StructuredOutputOptions.JSON:
-        return compiler.compile_json_schema(spec, whitespace=JSON_WHITESPACE)
-    if request_type == StructuredOutputOptions.JSON_OBJECT:
-        return compiler.compile_json_schema({"type": "object"}, whitespace=JSON_WHITESPACE)
-    if request_type == StructuredOutputOptions.REGEX:
-        return compiler.compile_regex(spec)
-    if request_type == StructuredOutputOptions.CHOICE:
-        return compiler.compile_regex(choice_pattern(json.loads(spec)))
-    if request_type == StructuredOutputOptions.GRAMMAR:
-        return compiler.compile_lark(spec)
-    if request_type == StructuredOutputOptions.STRUCTURAL_TAG:
-        return compiler.compile_structural_tag(spec, whitespace=JSON_WHITESPACE)
-    raise ValueError(f"structgen does not serve {request_type.name} requests")
+    kind = _KINDS.get(request_type)
+    if kind is None:
+        raise ValueError(f"structgen does not serve {request_type.name} requests")
+    return compile_served(compiler, kind, spec)
 
 
 @dataclass
-class StructgenGrammar(StructuredOutputGrammar):
-    """One request's grammar object over a structgen Matcher.
-
-    ``is_terminated`` is True only once a stop token was taken (vLLM stops masking a terminated
-    request); the request's stop tokens (``SamplingParams.all_stop_token_ids``: EOS and the user's)
-    are allowed exactly where the output may end."""
-
-    matcher: Matcher
-    stop_token_ids: frozenset[int] = frozenset()
-    #: the request's ``max_tokens`` (None: no budget; set by the plugin through ``set_budget``)
-    max_tokens: int | None = None
-    _history: list[bool] = field(default_factory=list)  # per taken token: True when it was a stop
-    _stopped: bool = False
-    _cost_cache: dict = field(default_factory=dict)
-
-    def set_budget(self, max_tokens: int | None) -> None:
-        """Mask every token after which the output could no longer finish in ``max_tokens``."""
-        self.max_tokens = max_tokens
-
-    def _take(self, token: int) -> bool:
-        m = self.matcher
-        if token in self.stop_token_ids and token not in m.grammar.eos_ids:
-            if not m.is_accepting():
-                return False
-            self._stopped = True
-            self._history.append(True)
-            return True
-        if not m.accept_token(token):
-            return False
-        self._stopped = token in m.grammar.eos_ids or token in self.stop_token_ids
-        self._history.append(False)
-        return True
-
-    def accept_tokens(self, request_id: str, tokens: list[int]) -> bool:
-        for i, t in enumerate(tokens):
-            if self._stopped:
-                return True  # tokens after the stop are vLLM's padding, not the grammar's business
-            if not self._take(t):
-                logger.error("structgen: request %s: token %d refused after %d tokens", request_id, t, i)
-                return False
-        return True
-
-    def validate_tokens(self, tokens: list[int]) -> list[int]:
-        """The longest prefix of ``tokens`` (speculative drafts) the grammar and the budget take: a
-        draft the budget refuses is pruned here, as the mask refuses it at its position."""
-        n = 0
-        for t in tokens:
-            if self._stopped or not self._within_budget_token(t) or not self._take(t):
-                break
-            n += 1
-        self.rollback(n)
-        return list(tokens[:n])
-
-    def rollback(self, num_tokens: int) -> None:
-        for _ in range(num_tokens):
-            if not self._history.pop():
-                self.matcher.rollback(1)
-            self._stopped = False
-
-    def fill_bitmask(self, bitmask: torch.Tensor, batch_index: int) -> None:
-        m = self.matcher
-        words = m.next_token_mask()
-        extra = [t for t in self.stop_token_ids if t not in m.grammar.eos_ids and 0 <= t < 32 * len(words)]
-        if extra and m.is_accepting():
-            words = words.copy()
-            for t in extra:
-                words[t >> 5] |= np.uint32(1 << (t & 31))
-        if self.max_tokens is not None:
-            words = self._within_budget(words)
-        write_mask_row(bitmask, batch_index, words)
-
-    def _within_budget(self, words: np.ndarray) -> np.ndarray:
-        """``words`` without the tokens after which the output cannot finish in the tokens left (the
-        guard of structgen's loop, applied to the whole mask where the budget is near)."""
-        m = self.matcher
-        remaining = self.max_tokens - len(self._history)
-        if m.is_terminated() or m.min_completion_bytes() + 2 + BUDGET_MARGIN <= remaining:
-            return words
-        ids, cost = self._costs(words)
-        bad = ids[cost > remaining]
-        if not len(bad) or len(bad) == len(ids):  # all bad: cut at max_tokens rather than sample from nothing
-            return words
-        out = words.copy()
-        np.bitwise_and.at(out, bad >> 5, ~(np.uint32(1) << (bad & 31).astype(np.uint32)))
-        return out
-
-    def _within_budget_token(self, token: int) -> bool:
-        if self.max_tokens is None or token in self.stop_token_ids:
-            return True
-        return BudgetGuard(self.matcher).cost(token) <= self.max_tokens - len(self._history)
-
-    def _costs(self, words: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """(allowed token ids, the tokens each needs at least: itself, the shortest completion after
-        it one token per byte, EOS: ``BudgetGuard.cost``).  A grammar without checks keeps them per
-        parser and lexer state (the same state comes back every step inside a long string or a
-        repeated item)."""
-        m = self.matcher
-        key = None
-        if not m.may_dead_end:  # no checks: the state alone decides what follows
-            cid, lx, ls = m._state
-            key = (cid, lx.id, ls)
-            hit = self._cost_cache.get(key)
-            if hit is not None:
-                return hit
-        ids = np.flatnonzero(np.unpackbits(np.ascontiguousarray(words, dtype=np.uint32).view(np.uint8),
-                                           bitorder="little")).astype(np.int64)
-        cost = BudgetGuard(m).costs(ids)
-        if self.stop_token_ids:
-            cost[np.isin(ids, np.fromiter(self.stop_token_ids, dtype=np.int64))] = 0
-        if key is not None:
-            if len(self._cost_cache) > 256:
-                self._cost_cache.clear()
-            self._cost_cache[key] = (ids, cost)
-        return ids, cost
-
-    def is_terminated(self) -> bool:
-        return self._stopped
-
-    def reset(self) -> None:
-        self.matcher.reset()
-        self._history.clear()
-        self._stopped = False
+class StructgenGrammar(ServedGrammar, StructuredOutputGrammar):
+    """One request's grammar object: :class:`~structgen.integrations.served.ServedGrammar`, whose
+    methods are vLLM's ``StructuredOutputGrammar`` interface."""
