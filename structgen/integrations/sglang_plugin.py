@@ -51,11 +51,7 @@ def budget_error(grammar: Any, max_new_tokens: int | None) -> str | None:
     grammar.set_budget(max_new_tokens)
     if max_new_tokens is None:
         return None
-    need = BudgetGuard(grammar.matcher).tokens_needed(max_new_tokens)
-    if not need:
-        return None
-    return (f"no valid output fits in max_new_tokens={max_new_tokens}: the shortest needs {need} tokens "
-            f"as structgen's budget guard counts them; raise max_new_tokens to at least {need}")
+    return BudgetGuard(grammar.matcher).shortfall(max_new_tokens, "max_new_tokens")
 
 
 def _wrap_budget() -> None:

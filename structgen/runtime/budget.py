@@ -79,6 +79,15 @@ class BudgetGuard:
         out[~special] = cost_walk
         return out
 
+    def shortfall(self, max_tokens: int, name: str = "max_tokens") -> str | None:
+        """What to tell a user whose budget no valid output fits (``name`` as their API calls it),
+        or None when ``max_tokens`` is enough."""
+        needed = self.tokens_needed(max_tokens)
+        if not needed:
+            return None
+        return (f"no valid output fits in {name}={max_tokens}: the shortest needs {needed} tokens as the budget "
+                f"guard counts them (one token per byte after the first, plus EOS); raise {name} to at least {needed}")
+
     def tokens_needed(self, max_tokens: int) -> int:
         """The smallest budget (tokens, EOS included) from which this guard lets decoding start from
         the matcher's state, looked at only when ``max_tokens`` is below the quick bound: 0 when

@@ -202,12 +202,9 @@ class Decoding:
         self.sampler.reset()
         if self.guard is not None and self.matcher is not None and not self.optional \
                 and not self.matcher.is_terminated():
-            needed = self.guard.tokens_needed(self.max_tokens)
-            if needed:  # said at once, before the prompt is run, with the number that would fit
-                raise GenerationError(
-                    f"no valid output fits in max_tokens={self.max_tokens}: the shortest needs {needed} tokens "
-                    "as the budget guard counts them (one token per byte after the first, plus EOS); "
-                    f"raise max_tokens to at least {needed}", partial="", reason="budget", num_tokens=0)
+            shortfall = self.guard.shortfall(self.max_tokens)
+            if shortfall:  # said at once, before the prompt is run, with the number that would fit
+                raise GenerationError(shortfall, partial="", reason="budget", num_tokens=0)
         matcher = self.matcher
         if matcher is not None and matcher.is_terminated():
             self._kv.forward(self.prompt, logits_to_keep=1)
