@@ -46,12 +46,13 @@ def register() -> None:
 def budget_error(grammar: Any, max_new_tokens: int | None) -> str | None:
     """Give ``grammar`` (a structgen grammar object) the request's budget; the error message when
     no valid output fits in it (None when one does, or there is no budget)."""
-    from ..runtime.budget import BudgetGuard
+    from ..runtime.budget import BudgetGuard, shortfall_message
 
     grammar.set_budget(max_new_tokens)
     if max_new_tokens is None:
         return None
-    return BudgetGuard(grammar.matcher).shortfall(max_new_tokens, "max_new_tokens")
+    needed = BudgetGuard(grammar.matcher).tokens_needed(max_new_tokens)
+    return shortfall_message(max_new_tokens, needed, "max_new_tokens") if needed else None
 
 
 def _wrap_budget() -> None:

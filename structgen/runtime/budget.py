@@ -12,7 +12,14 @@ import functools
 
 import numpy as np
 
-__all__ = ["BudgetGuard"]
+__all__ = ["BudgetGuard", "shortfall_message"]
+
+
+def shortfall_message(max_tokens: int, needed: int, name: str = "max_tokens") -> str:
+    """What to tell a user whose budget ``max_tokens`` no valid output fits (``needed``: the smallest
+    that does, :meth:`BudgetGuard.tokens_needed`; ``name`` as their API calls the budget)."""
+    return (f"no valid output fits in {name}={max_tokens}: the shortest needs {needed} tokens as the budget "
+            f"guard counts them (one token per byte after the first, plus EOS); raise {name} to at least {needed}")
 
 
 class BudgetGuard:
@@ -78,15 +85,6 @@ class BudgetGuard:
             cost_walk[i] = self.cost(int(walk[i]))
         out[~special] = cost_walk
         return out
-
-    def shortfall(self, max_tokens: int, name: str = "max_tokens") -> str | None:
-        """What to tell a user whose budget no valid output fits (``name`` as their API calls it),
-        or None when ``max_tokens`` is enough."""
-        needed = self.tokens_needed(max_tokens)
-        if not needed:
-            return None
-        return (f"no valid output fits in {name}={max_tokens}: the shortest needs {needed} tokens as the budget "
-                f"guard counts them (one token per byte after the first, plus EOS); raise {name} to at least {needed}")
 
     def tokens_needed(self, max_tokens: int) -> int:
         """The smallest budget (tokens, EOS included) from which this guard lets decoding start from

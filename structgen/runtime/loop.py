@@ -28,7 +28,7 @@ from typing import Any, Iterator, Protocol, Sequence
 import torch
 
 from ..errors import GenerationError, InvalidArgument
-from .budget import BudgetGuard
+from .budget import BudgetGuard, shortfall_message
 from .drafts import Drafter, DraftStats
 from .kv_cache import KVCacheModel
 from .masks import allocate_token_bitmask, apply_token_bitmask_inplace
@@ -202,9 +202,10 @@ class Decoding:
         self.sampler.reset()
         if self.guard is not None and self.matcher is not None and not self.optional \
                 and not self.matcher.is_terminated():
-            shortfall = self.guard.shortfall(self.max_tokens)
-            if shortfall:  # said at once, before the prompt is run, with the number that would fit
-                raise GenerationError(shortfall, partial="", reason="budget", num_tokens=0)
+            needed = self.guard.tokens_needed(self.max_tokens)
+            if needed:  # said at once, before the prompt is run, with the number that would fit
+                raise GenerationError(shortfall_message(self.max_tokens, needed), partial="", reason="budget",
+                                      num_tokens=0)
         matcher = self.matcher
         if matcher is not None and matcher.is_terminated():
             self._kv.forward(self.prompt, logits_to_keep=1)
