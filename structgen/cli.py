@@ -391,6 +391,15 @@ def _add_bench_grammar(bench_sub) -> None:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--engines", default="structgen,llguidance")
     p.set_defaults(func=_run_bench_grammar)
+    r = bench_sub.add_parser("regex", help="regexes with large DFAs (lazy automata): compile and mask times vs llguidance",
+                             description="Compiles each pattern cold ([ab]*a[ab]{n}: a 2**(n+1)-state DFA, and "
+                                         "others) and times every token's mask over random matching texts, "
+                                         "structgen and llguidance side by side in one run (DeepSeek-V4 tokenizer).")
+    r.add_argument("--patterns", default=None, help="patterns separated by ';;' (default: the built-in family)")
+    r.add_argument("--texts", type=int, default=3, help="matching texts per pattern (default 3)")
+    r.add_argument("--seed", type=int, default=0)
+    r.add_argument("--engines", default="structgen,llguidance")
+    r.set_defaults(func=_run_bench_regex)
     d = bench_sub.add_parser("decode", help="SmolLM2 tokens/s: plain, jump-forward and speculative decoding",
                              description="Forward-pass cost over k tokens (F.linear, fast_linear, int4 weights), then greedy "
                                          "tokens/s of plain decoding, jump-forward (grammar-forced drafts) and full "
@@ -418,6 +427,19 @@ def _run_bench_grammar(args) -> int:
                         engines=tuple(args.engines.split(",")))
     print(format_grammar_table(res))
     return 0
+
+
+def _run_bench_regex(args) -> int:
+    import os
+
+    os.environ.setdefault("RAYON_NUM_THREADS", "1")
+    os.environ.setdefault("NUMBA_NUM_THREADS", "1")
+    from .bench.regex_bench import DEFAULT_PATTERNS, run_regex_bench
+
+    patterns = tuple(p for p in args.patterns.split(";;") if p) if args.patterns else DEFAULT_PATTERNS
+    res = run_regex_bench(patterns, texts=args.texts, seed=args.seed, engines=tuple(args.engines.split(",")))
+    bad = [p for p, row in res["patterns"].items() if row.get("structgen", {}).get("rejected")]
+    return 1 if bad else 0
 
 
 def _run_bench_decode(args) -> int:

@@ -18,7 +18,8 @@ from typing import Any, Iterable
 from .engine.compiled import CompiledGrammar
 from .engine.counted import use_string_automata
 from .engine.exact_masks import warm_up as warm_up_exact_masks
-from .errors import CompileLimitExceeded, GrammarError, InvalidArgument, SchemaError, UnsatisfiableSchema
+from .errors import CompileLimitExceeded, GrammarError, InvalidArgument, SchemaError, UnsatisfiableSchema, \
+    UnsupportedFeature
 from .shipped import shipped_grammar
 from .engine.lexer_kernels import warm_up_lexer_kernels
 from .engine.trie import TokenTrie, warm_up_kernels
@@ -29,7 +30,11 @@ from .grammar.ir import GrammarIR, Repeat, Sym
 from .grammar.indenter import resolve_indenter
 from .grammar.lark import lark_to_ir, load_lark_text
 from .grammar.json_strings import class_string_dfa, string_dfa
-from .grammar.regex import compile_regex
+from .engine.lazy_dfa import warm_up_lazy_dfa
+from .engine.lazy_regex import LazyRegexGrammar
+from .grammar.fsa import nfa_tables
+from .grammar.lookaround import has_lookaround
+from .grammar.regex import build_nfa, compile_regex, counted_class_dfa, parse as parse_regex
 from .byte_lru import budget_bytes, reserve_budget
 from .malloc_trim import trim_after
 
@@ -39,6 +44,9 @@ use_string_automata(string_dfa, class_string_dfa)
 #: compiled grammars kept for reuse; each holds its parser states (their masks, walks and lexer
 #: cores live in the engine's process-wide caches, bounded by bytes: structgen.byte_lru)
 GRAMMAR_CACHE_ENTRIES = 64
+#: A regex constraint whose DFA has more states than this is tracked by a lazy DFA (states made as
+#: masks reach them) instead of eager tables.
+EAGER_REGEX_STATES = 2048
 #: ... and at most this many bytes of them (their automata and lexer cores; the newest always stays)
 GRAMMAR_CACHE_BYTES = 128 << 20
 reserve_budget("compiler.grammars", GRAMMAR_CACHE_BYTES)  # scaled by structgen.set_cache_budget
@@ -266,6 +274,7 @@ class GrammarCompiler:
         warm_up_fsa_kernels()
         warm_up_lexer_kernels()
         warm_up_walk_kernels()
+        warm_up_lazy_dfa(self.trie)
         _warm_up_string_automata(self.trie)
         warm_up_exact_masks(self.trie)
         self._cache: OrderedDict[tuple, CompiledGrammar] = OrderedDict()
@@ -330,6 +339,9 @@ class GrammarCompiler:
         """The whole output must match ``pattern`` (Python ``re.fullmatch`` semantics)."""
 
         def build():
+            lazy = self._lazy_regex(pattern)
+            if lazy is not None:
+                return lazy
             dfa = compile_regex(pattern)
             ir = GrammarIR(rules={}, terminals={}, start="start", source=pattern)
             if dfa.accepts_empty():
@@ -343,6 +355,24 @@ class GrammarCompiler:
             return self.compile_ir(ir, kind="regex")
 
         return self._bounded(lambda: self._cached(("regex", pattern), build), timeout, max_memory)
+
+    def _lazy_regex(self, pattern: str) -> LazyRegexGrammar | None:
+        """A lazy-DFA grammar for a pattern whose DFA has over :data:`EAGER_REGEX_STATES` states
+        (``[ab]*a[ab]{22}``: 2**23), None for the others, which get the eager tables (and their
+        walk caches).  Patterns with lookarounds and whole-string counted classes keep their
+        dedicated eager constructions; a pattern the NFA builder refuses is left to the eager path
+        to report."""
+        tree = parse_regex(pattern)
+        if has_lookaround(tree) or counted_class_dfa(pattern) is not None:
+            return None
+        try:
+            tables = nfa_tables(build_nfa(pattern))
+        except (GrammarError, UnsupportedFeature):
+            return None
+        if not len(tables.start):
+            return None
+        grammar = LazyRegexGrammar(tables, self.tokenizer, self.trie, source=pattern)
+        return None if grammar.dfa.explore(EAGER_REGEX_STATES) else grammar
 
     def compile_lark(self, grammar: str | Path, *, start: str | list[str] | None = None, indenter=None,
                      reserve_keywords: bool | None = None, soft_keywords: Iterable[str] | None = None,

@@ -18,7 +18,8 @@ from ..uids import new_uid
 from .fsa_kernels import backward_depth as _backward_depth, column_classes as _column_classes, \
     counted_chain as _counted_chain, depth_canonical as _depth_canonical, difference_trie as _difference_trie, \
     hopcroft_blocks as _hopcroft_blocks, \
-    live_reachable as _live_reachable, pair_product as _pair_product, renumber_rows as _renumber_rows, \
+    live_reachable as _live_reachable, \
+    nfa_successors as _nfa_successors, pair_product as _pair_product, renumber_rows as _renumber_rows, \
     subset_construction as _subset_construction
 
 #: Hard caps that keep compiles bounded; exceeding one raises GrammarError.
@@ -572,3 +573,47 @@ def concat_dfas(parts: list[DFA]) -> DFA:
         cur = nxt
     nfa.add_eps(cur, nfa.final)
     return determinize(nfa)
+
+
+@dataclass
+class NFATables:
+    """An NFA as arrays for on-demand subset construction (``structgen.engine.lazy_dfa``).
+
+    Only the *important* states are kept -- those that read a byte, and the final state -- and
+    only those from which the final state can be reached, so a subset is live exactly when it is
+    not empty.  ``succ[succ_ptr[s * n_classes + c]:succ_ptr[s * n_classes + c + 1]]`` are the
+    important states one byte of class ``c`` leads to from important state ``s`` (epsilon closure
+    included); ``dist[s]`` is the fewest bytes from ``s`` to the final state."""
+
+    classmap: np.ndarray  # int32 [256]
+    n_classes: int
+    start: np.ndarray  # int32: the start subset
+    accept: np.ndarray  # uint8 [n_states]
+    succ_ptr: np.ndarray  # int64 [n_states * n_classes + 1]
+    succ: np.ndarray  # int32
+    dist: np.ndarray  # int32 [n_states]
+
+    @property
+    def n_states(self) -> int:
+        return len(self.accept)
+
+    @property
+    def nbytes(self) -> int:
+        return int(sum(a.nbytes for a in (self.classmap, self.start, self.accept, self.succ_ptr, self.succ, self.dist)))
+
+
+def nfa_tables(nfa: NFA) -> NFATables:
+    """The NFA's important states and their byte-class successors (see :class:`NFATables`)."""
+    n = len(nfa.eps)
+    lo, hi = np.array(nfa.e_lo, dtype=np.int64), np.array(nfa.e_hi, dtype=np.int64)
+    classmap = _refine_classes(lo, hi)
+    n_classes = int(classmap[-1]) + 1
+    eps_src = np.array([s for s, ts in enumerate(nfa.eps) for _ in ts], dtype=np.int64)
+    eps_dst = np.array([t for ts in nfa.eps for t in ts], dtype=np.int64)
+    e_src = np.array(nfa.e_src, dtype=np.int64)
+    e_dst = np.array(nfa.e_dst, dtype=np.int64)
+    imp, dist, succ_ptr, succ, start = _nfa_successors(n, eps_src, eps_dst, e_src, classmap[lo].astype(np.int64),
+                                                       classmap[hi].astype(np.int64), e_dst, n_classes, nfa.start,
+                                                       nfa.final)
+    accept = (imp == nfa.final).astype(np.uint8)
+    return NFATables(classmap, n_classes, start, accept, succ_ptr, succ, dist[imp].astype(np.int32))

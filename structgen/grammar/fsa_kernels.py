@@ -11,7 +11,7 @@ import numba
 import numpy as np
 
 __all__ = ["UTF8_FORMS", "backward_depth", "column_classes", "depth_canonical", "difference_trie", "hopcroft_blocks",
-           "live_reachable",
+           "live_reachable", "nfa_successors",
            "counted_chain", "pair_product", "plain_loop_states", "renumber_rows", "subset_construction",
            "warm_up_fsa_kernels"]
 
@@ -932,3 +932,117 @@ def difference_trie(a_trans, a_cm, a_accept, a_start, data, offs):
     for e in range(n_e):
         trans[e_src[e], classmap[e_byte[e]]] = e_dst[e]
     return trans, accept, classmap, a_of[:n_t].copy(), n_t, any_removed
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _closure_into(u0, stamp, mark, seen, stack, eps_ptr, eps_order, eps_dst, dist, index, out, n_out):
+    """Append to ``out`` the important states (``index`` >= 0) of the epsilon closure of ``u0``
+    that can reach the final state and are not yet ``seen`` in this ``stamp``; returns the count."""
+    top = 0
+    stack[top] = u0
+    top += 1
+    while top > 0:
+        top -= 1
+        u = stack[top]
+        if mark[u] == stamp:
+            continue
+        mark[u] = stamp
+        if index[u] >= 0 and seen[index[u]] != stamp:
+            seen[index[u]] = stamp
+            out[n_out] = index[u]
+            n_out += 1
+        for q in range(eps_ptr[u], eps_ptr[u + 1]):
+            v = eps_dst[eps_order[q]]
+            if mark[v] != stamp and dist[v] >= 0:
+                stack[top] = v
+                top += 1
+    return n_out
+
+
+@numba.njit(cache=True, nogil=True)
+def nfa_successors(n, eps_src, eps_dst, e_src, e_clo, e_chi, e_dst, n_classes, start, final):
+    """Tables of :func:`structgen.grammar.fsa.nfa_tables`: for each *important* state (one that
+    reads a byte, or the final state) from which ``final`` is reachable, and each byte class, the
+    sorted important states the class leads to (epsilon closures taken).  Returns ``(imp, dist,
+    succ_ptr, succ, start_set)``: the important states' NFA ids, every NFA state's fewest bytes to
+    ``final`` (-1: unreachable), the successor table (CSR over ``state * n_classes + class``) and
+    the start's closure."""
+    eps_ptr, eps_order = csr(n, eps_src)
+    # fewest bytes to the final state: 0-1 BFS backwards (epsilon edges cost 0)
+    n_rev = len(eps_src) + len(e_src)
+    rev_src = np.empty(n_rev, dtype=np.int64)
+    rev_dst = np.empty(n_rev, dtype=np.int64)
+    rev_w = np.zeros(n_rev, dtype=np.int64)
+    rev_src[:len(eps_src)] = eps_dst
+    rev_dst[:len(eps_src)] = eps_src
+    rev_src[len(eps_src):] = e_dst
+    rev_dst[len(eps_src):] = e_src
+    rev_w[len(eps_src):] = 1
+    rptr, rorder = csr(n, rev_src)
+    dist = np.full(n, -1, dtype=np.int64)
+    deque = np.empty(2 * (n_rev + n) + 2, dtype=np.int64)
+    head = n_rev + n + 1
+    tail = head
+    dist[final] = 0
+    deque[tail] = final
+    tail += 1
+    while head < tail:
+        t = deque[head]
+        head += 1
+        for k in range(rptr[t], rptr[t + 1]):
+            e = rorder[k]
+            s = rev_dst[e]
+            d = dist[t] + rev_w[e]
+            if dist[s] < 0 or d < dist[s]:
+                dist[s] = d
+                if rev_w[e] == 0:  # to the front: the deque stays sorted by distance
+                    head -= 1
+                    deque[head] = s
+                else:
+                    deque[tail] = s
+                    tail += 1
+    reads = np.zeros(n, dtype=np.uint8)
+    for i in range(len(e_src)):
+        reads[e_src[i]] = 1
+    index = np.full(n, -1, dtype=np.int64)
+    n_imp = 0
+    for s in range(n):
+        if dist[s] >= 0 and (reads[s] or s == final):
+            index[s] = n_imp
+            n_imp += 1
+    imp = np.empty(n_imp, dtype=np.int64)
+    for s in range(n):
+        if index[s] >= 0:
+            imp[index[s]] = s
+    bptr, border = csr(n, e_src)  # byte edges grouped by source
+    succ_ptr = np.zeros(n_imp * n_classes + 1, dtype=np.int64)
+    succ = np.empty(max(16, 4 * n_imp), dtype=np.int32)
+    m = 0
+    mark = np.zeros(n, dtype=np.int64)
+    seen = np.zeros(n_imp, dtype=np.int64)
+    stack = np.empty(n + len(eps_src) + 1, dtype=np.int64)
+    out = np.empty(n_imp, dtype=np.int32)
+    stamp = 1
+    n_out = _closure_into(start, stamp, mark, seen, stack, eps_ptr, eps_order, eps_dst, dist, index, out, 0) \
+        if dist[start] >= 0 else 0
+    start_set = out[:n_out].copy()
+    start_set.sort()
+    for i in range(n_imp):
+        s = imp[i]
+        for c in range(n_classes):
+            stamp += 1
+            n_out = 0
+            for k in range(bptr[s], bptr[s + 1]):
+                e = border[k]
+                if e_clo[e] <= c <= e_chi[e] and dist[e_dst[e]] >= 0:
+                    n_out = _closure_into(e_dst[e], stamp, mark, seen, stack, eps_ptr, eps_order, eps_dst, dist,
+                                          index, out, n_out)
+            if m + n_out > len(succ):
+                bigger = np.empty(2 * (m + n_out), dtype=np.int32)
+                bigger[:m] = succ[:m]
+                succ = bigger
+            out[:n_out].sort()
+            succ[m:m + n_out] = out[:n_out]
+            m += n_out
+            succ_ptr[i * n_classes + c + 1] = m
+    return imp, dist, succ_ptr, succ[:m].copy(), start_set

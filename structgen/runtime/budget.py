@@ -67,17 +67,22 @@ class BudgetGuard:
         padded, lengths = _byte_table(g.tokenizer)
         special = np.isin(ids, np.fromiter(g.eos_ids, dtype=np.int64, count=len(g.eos_ids)))
         walk = ids[~special]
-        state = np.full(len(walk), ls, dtype=np.int64)
-        live = lengths[walk] > 0
-        trans, classmap = lx.core.trans, lx.core.classmap
-        for j in range(int(lengths[walk].max(initial=0))):
-            step = live & (lengths[walk] > j)
-            if not step.any():
-                break
-            nxt = trans[state[step], classmap[padded[walk[step], j]]]
-            state[step] = nxt
-            live[step] = nxt >= 0  # a lexeme boundary (or a refusal): the slow path decides
-        inside = live & (lengths[walk] > 0)
+        end_states = getattr(g, "token_end_states", None)
+        if end_states is not None:  # the whole output is one lexeme (a lazy regex): its automaton says
+            state = end_states(ls, walk, padded, lengths)
+            inside = state >= 0
+        else:
+            state = np.full(len(walk), ls, dtype=np.int64)
+            live = lengths[walk] > 0
+            trans, classmap = lx.core.trans, lx.core.classmap
+            for j in range(int(lengths[walk].max(initial=0))):
+                step = live & (lengths[walk] > j)
+                if not step.any():
+                    break
+                nxt = trans[state[step], classmap[padded[walk[step], j]]]
+                state[step] = nxt
+                live[step] = nxt >= 0  # a lexeme boundary (or a refusal): the slow path decides
+            inside = live & (lengths[walk] > 0)
         cost_walk = np.empty(len(walk), dtype=np.float64)
         for end in np.unique(state[inside]).tolist():
             cost_walk[inside & (state == end)] = g.min_completion(cid, lx, end) + 2  # the token, the rest, EOS

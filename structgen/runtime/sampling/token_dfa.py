@@ -120,7 +120,8 @@ def token_dfa(grammar, *, max_states: int = MAX_STATES) -> TokenDFA:
             "the constraint is checked on whole values as they complete (uniqueItems, or keywords enforced by "
             "jsonschema at value boundaries): it has no finite token automaton, so the HMM cannot look ahead "
             "over it", keyword="decog")
-    rec = recursive_rule(grammar.parser.autos, grammar.parser.start_rule)
+    # a lazy regex (structgen.engine.lazy_regex) has no rules: regular, its states are enumerated below
+    rec = None if getattr(grammar, "lazy", False) else recursive_rule(grammar.parser.autos, grammar.parser.start_rule)
     if rec is not None:
         raise UnsupportedFeature(
             f"rule {rec!r} is recursive (it refers to itself through other rules), so the constraint is not "
