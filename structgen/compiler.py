@@ -24,15 +24,15 @@ from .shipped import shipped_grammar
 from .engine.lexer_kernels import warm_up_lexer_kernels
 from .engine.trie import TokenTrie, warm_up_kernels
 from .engine.walks import warm_up_walk_kernels
-from .grammar.fsa import difference_literals
-from .grammar.fsa_kernels import warm_up_fsa_kernels
+from .automata.fsa import difference_literals
+from .automata.fsa import warm_up_fsa_kernels
 from .grammar.ir import GrammarIR, Repeat, Sym
 from .grammar.indenter import resolve_indenter
 from .grammar.lark import lark_to_ir, load_lark_text
 from .grammar.json_strings import class_string_dfa, string_dfa
-from .engine.lazy_dfa import warm_up_lazy_dfa
+from .automata.lazy_dfa import warm_up_lazy_dfa
 from .engine.lazy_regex import LazyRegexGrammar
-from .grammar.fsa import nfa_tables
+from .automata.fsa import nfa_tables
 from .grammar.lookaround import has_lookaround
 from .grammar.regex import build_nfa, compile_regex, counted_class_dfa, parse as parse_regex
 from .byte_lru import budget_bytes, reserve_budget

@@ -1,8 +1,11 @@
 """The layering rules of docs/architecture.md, checked on the source (an AST scan, no imports).
 
+* ``automata/`` (byte automata and their numba kernels) is the bottom layer both sides build on: it
+  imports neither the front ends nor the engine (nor anything above them);
 * ``engine/`` reads the grammar IR and nothing else of the front ends: of ``structgen.grammar`` it
-  may import ``ir`` and the byte automata the IR's terminals are made of (``fsa``, and
-  ``fsa_kernels``, the one public module of numba helpers both sides share);
+  may import ``ir`` only (the automata the IR's terminals are made of live in ``automata/``);
+* ``grammar/regex.py`` and ``grammar/lookaround.py`` share one parse tree and NFA builder
+  (``regex_syntax.py``) and do not import each other in a circle;
 * ``engine/`` and ``grammar/`` never import torch (the engine serves any backend), and
   ``grammar/`` never imports ``engine/``, the runtime or the integrations;
 * ``runtime/`` and ``kg/`` sit below the entry layer: they never import ``api``, ``cli``, the
@@ -18,7 +21,7 @@ from pathlib import Path
 import pytest
 
 PKG = Path(__file__).resolve().parents[1] / "structgen"
-ENGINE_MAY_IMPORT_FROM_GRAMMAR = {"structgen.grammar.ir", "structgen.grammar.fsa", "structgen.grammar.fsa_kernels"}
+ENGINE_MAY_IMPORT_FROM_GRAMMAR = {"structgen.grammar.ir"}
 
 
 def _module_name(path: Path) -> str:
@@ -71,7 +74,30 @@ def test_engine_reads_only_the_ir_of_the_front_ends(path):
                 assert not m.startswith(layer), f"{path.name}:{line} imports {m} (an upper layer)"
 
 
-@pytest.mark.parametrize("path", _sources("engine") + _sources("grammar"), ids=lambda p: f"{p.parent.name}/{p.name}")
+@pytest.mark.parametrize("path", _sources("automata"), ids=lambda p: p.name)
+def test_automata_sit_at_the_bottom(path):
+    for mod, _, line in _imports(path):
+        for layer in ("structgen.grammar", "structgen.engine", "structgen.runtime", "structgen.integrations",
+                      "structgen.compiler", "structgen.api", "structgen.bench", "structgen.kg", "structgen.models"):
+            assert not mod.startswith(layer), f"automata/{path.name}:{line} imports {mod} (a layer above it)"
+
+
+def test_regex_and_lookaround_import_no_circle():
+    """The lookaround construction reads the shared parse tree and NFA builder, never ``regex.py``
+    (which dispatches to it): one direction only."""
+    mods = {m for m, _, _ in _imports(PKG / "grammar" / "lookaround.py")}
+    assert "structgen.grammar.regex" not in mods
+    assert "structgen.grammar.regex_syntax" in mods
+
+
+def test_one_follow_condition():
+    """A lookahead at a terminal's end is one type, from the lookaround construction to the engine."""
+    defined = [p.relative_to(PKG) for p in _sources() if "class FollowCondition" in p.read_text()]
+    assert [str(d) for d in defined] == ["grammar/ir.py"]
+
+
+@pytest.mark.parametrize("path", _sources("engine") + _sources("grammar") + _sources("automata"),
+                         ids=lambda p: f"{p.parent.name}/{p.name}")
 def test_engine_and_front_ends_never_import_torch(path):
     for mod, _, line in _imports(path):
         assert mod.split(".")[0] not in ("torch", "transformers", "triton"), f"{path}:{line} imports {mod}"

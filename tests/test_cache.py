@@ -106,7 +106,7 @@ def test_entries_built_by_other_code_are_not_used(cache_dir, monkeypatch):
     from structgen.grammar import regex
 
     real = _cache.code_fingerprint
-    assert real("structgen.grammar.regex") != real("structgen.grammar.fsa") == real("structgen.grammar.fsa")
+    assert real("structgen.grammar.regex") != real("structgen.automata.fsa") == real("structgen.automata.fsa")
     monkeypatch.setattr(regex, "DISK_CACHE_MIN_SECONDS", 0.0)
     _compile(r"(ab|cd){2,5}")
     monkeypatch.setattr(_cache, "code_fingerprint", lambda *mods: "an-upgraded-version")

@@ -1,7 +1,7 @@
 """``structgen bench regex``: regex constraints whose DFA is large, against llguidance.
 
 ``[ab]*a[ab]{n}`` ("an ``a`` n+1 from the end") has a 2**(n+1)-state DFA: eager tables are refused
-past n = 15, where a lazy DFA (states made as masks reach them, ``structgen.engine.lazy_dfa``)
+past n = 15, where a lazy DFA (states made as masks reach them, ``structgen.automata.lazy_dfa``)
 compiles in milliseconds.  For each pattern the run times the compile (cold: no automaton saved
 on disk, no grammar cached), then every token's mask while stepping through texts that match it,
 and checks each text ends accepted; llguidance runs the same pattern and tokens in the same

@@ -12,7 +12,7 @@ from __future__ import annotations
 import threading
 import numpy as np
 
-from ..grammar.fsa import after_ignored
+from ..automata.fsa import after_ignored
 from ..grammar.ir import GrammarIR
 from ..uids import new_uid
 from ..byte_lru import ByteLRU

@@ -23,7 +23,7 @@ from typing import Callable
 import numba
 import numpy as np
 
-from ..grammar.fsa import DFA
+from ..automata.fsa import DFA
 
 __all__ = ["CountedStrings", "counted_strings", "boundary_counts", "class_counted"]
 

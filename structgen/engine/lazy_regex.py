@@ -12,10 +12,10 @@ import threading
 
 import numpy as np
 
-from ..grammar.fsa import NFATables
+from ..automata.fsa import NFATables
 from ..uids import new_uid
 from .compiled import MASKS
-from .lazy_dfa import LazyDFA
+from ..automata.lazy_dfa import LazyDFA
 from .trie import TokenTrie
 
 __all__ = ["LazyRegexGrammar"]

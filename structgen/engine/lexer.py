@@ -21,7 +21,7 @@ from functools import cached_property
 import numpy as np
 
 from ..errors import GrammarError
-from ..grammar.fsa import DFA, intersect, kernel_args
+from ..automata.fsa import DFA, intersect, kernel_args
 from ..uids import new_uid
 from ..byte_lru import ByteLRU, nbytes_of
 from .lexer_kernels import build_core, pack_dfa, split_core

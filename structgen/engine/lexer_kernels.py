@@ -12,7 +12,8 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-from ..grammar.fsa_kernels import grow1, grow2, pair_list_hash, probe, rehash_from, plain_loop_states
+from ..automata.search_kernels import plain_loop_states
+from ..automata.table_kernels import grow1, grow2, pair_list_hash, probe, rehash_from
 
 __all__ = ["build_core", "explore_product", "pack_dfa", "split_core", "warm_up_lexer_kernels"]
 

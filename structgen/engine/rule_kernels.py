@@ -1,5 +1,5 @@
 """numba kernels behind rule automata: trimming (the subset construction is
-:func:`structgen.grammar.fsa_kernels.subset_construction`, shared with byte automata).
+:func:`structgen.automata.subset_kernels.subset_construction`, shared with byte automata).
 
 Every rule body of a grammar becomes a symbol NFA (``structgen.engine.rules``);
 determinising and trimming them one Python set at a time was a third of a
@@ -10,7 +10,7 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-from ..grammar.fsa_kernels import csr
+from ..automata.table_kernels import csr
 
 __all__ = ["trim_rules"]
 

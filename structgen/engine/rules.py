@@ -14,7 +14,7 @@ import numpy as np
 
 from ..errors import GrammarError
 from ..grammar.ir import Alt, Expr, GrammarIR, Graph, Repeat, Seq, Sym
-from ..grammar.fsa_kernels import subset_construction
+from ..automata.subset_kernels import subset_construction
 from .rule_kernels import trim_rules
 
 MAX_RULE_NFA_STATES = 200_000

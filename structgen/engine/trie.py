@@ -15,7 +15,7 @@ from pathlib import Path
 import numba
 import numpy as np
 
-from ..grammar.fsa_kernels import UTF8_FORMS, plain_loop_states
+from ..automata.search_kernels import UTF8_FORMS, plain_loop_states
 from ..uids import new_uid
 
 

@@ -10,7 +10,7 @@ process-wide caches keyed by the automaton objects:
   lexer of every grammar holding the terminal shares the walk;
 * a terminal that is a shared automaton with a few strings carved out (an
   object's "any other key": every string but the defined keys, see
-  :func:`structgen.grammar.fsa.difference_literals`) is walked as the shared
+  :func:`structgen.automata.fsa.difference_literals`) is walked as the shared
   automaton, and only the root subtrees where the carve-outs or the other live
   terminals matter are walked again -- so the key lexer of a new schema costs
   a few small subtrees instead of the whole vocabulary;

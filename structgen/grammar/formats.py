@@ -13,7 +13,7 @@ from __future__ import annotations
 import functools
 
 from ..errors import UnsupportedFeature
-from .fsa import DFA
+from ..automata.fsa import DFA
 from .regex import compile_regex
 
 _D2 = r"[0-9]{2}"

@@ -17,7 +17,7 @@ from dataclasses import dataclass, fields
 import numpy as np
 
 from ..errors import GrammarError
-from .fsa import DFA, minimize, trim
+from ..automata.fsa import DFA, minimize, trim
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@ import copy
 from dataclasses import dataclass, field
 from typing import Any, Hashable, Union
 
-from .fsa import DFA
+from ..automata.fsa import DFA
 
 
 class _Node:

@@ -15,7 +15,7 @@ from json.encoder import encode_basestring as _encode_raw, encode_basestring_asc
 import numpy as np
 
 from ..errors import GrammarError, UnsupportedFeature
-from .fsa import DFA, compact_classes, counted_repeat, dfa_cache, intersect, literal_set_dfa, trim
+from ..automata.fsa import DFA, compact_classes, counted_repeat, dfa_cache, intersect, literal_set_dfa, trim
 from .regex import compile_regex
 
 #: Beyond this many counted characters a length bound is refused (the DFA would be too large).
@@ -124,7 +124,7 @@ def string_forms(values: list[str]) -> list[bytes]:
 
 def literal_strings(values: list[str]) -> DFA:
     """Exactly the given strings (see :func:`string_forms`); one shared DFA per set of values
-    (:func:`~structgen.grammar.fsa.literal_set_dfa`), so equal keys and enums share lexers and walks."""
+    (:func:`~structgen.automata.fsa.literal_set_dfa`), so equal keys and enums share lexers and walks."""
     return literal_set_dfa(string_forms(values))
 
 

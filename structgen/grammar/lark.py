@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import GrammarError, UnsupportedFeature
-from .fsa import DFA, difference_literals, literal_dfa, minimize, trim
+from ..automata.fsa import DFA, difference_literals, literal_dfa, minimize, trim
 from .indenter import resolve_indenter, split_by_column
 from .ir import EPSILON, FollowCondition, GrammarIR, Repeat, Sym, Terminal, alt, seq
 from .regex import compile_regex, has_anchor, parse as parse_regex
@@ -124,9 +124,7 @@ def _terminal_automaton(name: str, pat, source: str):
             from .regex import compile_terminal
 
             term = compile_terminal(eager_equivalent(regex, flags), flags=flags)
-            follow = {int(s): FollowCondition(frozenset(c.next_bytes), bool(c.at_end))
-                      for s, c in term.follow.items()}
-            return term.dfa, follow
+            return term.dfa, {int(s): c for s, c in term.follow.items()}
         return compile_regex(regex, flags=flags), {}
     except (GrammarError, UnsupportedFeature) as e:
         raise GrammarError(f"terminal {name} of {source}: {e}") from None

@@ -21,7 +21,7 @@ from re import _constants as C  # type: ignore[attr-defined]
 
 from ..errors import UnsupportedFeature
 from .lookaround import has_lazy
-from .regex import parse
+from .regex_syntax import parse
 
 _CATS = {C.CATEGORY_DIGIT: r"\d", C.CATEGORY_NOT_DIGIT: r"\D", C.CATEGORY_WORD: r"\w",
          C.CATEGORY_NOT_WORD: r"\W", C.CATEGORY_SPACE: r"\s", C.CATEGORY_NOT_SPACE: r"\S"}

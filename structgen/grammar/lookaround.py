@@ -2,7 +2,7 @@
 exact byte DFAs.
 
 Lookarounds over regular content keep a language regular; this module builds it exactly.  The
-pattern becomes a Thompson NFA (``regex._Builder``) whose lookarounds are *conditional edges*,
+pattern becomes a Thompson NFA (``regex_syntax._Builder``) whose lookarounds are *conditional edges*,
 and a subset construction runs over **Boolean configurations**: a set of clauses (a disjunction),
 each clause one NFA state plus the obligations that must still hold for it (a conjunction).
 
@@ -69,9 +69,10 @@ from re import _parser as sre_parse  # type: ignore[attr-defined]
 import numpy as np
 
 from ..errors import GrammarError, UnsupportedFeature
-from . import charclass as cc
-from .fsa import DFA, NFA, _trim_order, compact_classes, minimize, trim
-from .regex import _ANY, _Builder, add_alternatives, any_node, compile_regex, has_anchor, parse
+from ..automata import charclass as cc
+from ..automata.fsa import DFA, NFA, trim_order, compact_classes, minimize, trim
+from .ir import FollowCondition
+from .regex_syntax import _ANY, _Builder, add_alternatives, any_node, parse
 
 #: Configurations one construction (the pattern, or one lookaround body) may create.
 MAX_CONFIGURATIONS = 40_000
@@ -94,15 +95,6 @@ _UTF8_LEADS = [((0xC2, 0xDF), [(0x80, 0xBF)]), ((0xE0, 0xE0), [(0xA0, 0xBF), (0x
                ((0xE1, 0xEC), [(0x80, 0xBF)] * 2), ((0xED, 0xED), [(0x80, 0x9F), (0x80, 0xBF)]),
                ((0xEE, 0xEF), [(0x80, 0xBF)] * 2), ((0xF0, 0xF0), [(0x90, 0xBF), (0x80, 0xBF), (0x80, 0xBF)]),
                ((0xF1, 0xF3), [(0x80, 0xBF)] * 3), ((0xF4, 0xF4), [(0x80, 0x8F), (0x80, 0xBF), (0x80, 0xBF)])]
-
-
-@dataclass(frozen=True)
-class FollowCondition:
-    """What may follow a lexeme ending in a given state: ``next_bytes``, the bytes allowed right
-    after it; ``at_end``, whether the lexeme may end the output."""
-
-    next_bytes: frozenset[int]
-    at_end: bool
 
 
 @dataclass(frozen=True, eq=False)
@@ -611,25 +603,14 @@ def compile_lookaround(pattern: str, *, encoder=cc.UTF8, search: bool = False, f
     return comp.dfa(m, comp.initial(m))
 
 
-@functools.lru_cache(maxsize=256)
-def compile_terminal(pattern: str, flags: int = 0) -> Terminal:
-    """A Lark terminal's lexeme DFA (UTF-8) and its follow conditions (see the module docstring:
-    lookaheads at the lexeme's end, lazy quantifiers as the shortest match).  Errors:
-    ``UnsupportedFeature`` / ``GrammarError`` naming the pattern (the caller adds the terminal)."""
-    return _compile_terminal(pattern, flags)
-
-
 @_guarded
-def _compile_terminal(pattern: str, flags: int) -> Terminal:
+def compile_terminal(pattern: str, flags: int = 0) -> Terminal:
+    """A Lark terminal with lookarounds or anchors: its lexeme DFA (UTF-8) and follow conditions (see
+    the module docstring: lookaheads at the lexeme's end, lazy quantifiers as the shortest match).
+    Errors: ``UnsupportedFeature`` / ``GrammarError`` naming the pattern (the caller adds the
+    terminal).  ``regex.compile_terminal`` sends plain patterns to the plain construction."""
     tree = parse(pattern, flags)
     lazy = has_lazy(tree)
-    if not has_lookaround(tree) and not has_anchor(pattern, flags):
-        dfa = compile_regex(pattern, flags=flags)
-        if lazy and dfa.accept.any():
-            trans = dfa.trans.copy()
-            trans[dfa.accept] = -1  # the shortest match ends at the first accepting state
-            dfa = minimize(trim(DFA(trans, dfa.accept.copy(), dfa.classmap.copy(), dfa.start)))
-        return Terminal(dfa, {})
     comp = _Compiler(pattern, cc.UTF8, terminal=True)
     _check_lookbehinds(comp, list(tree), 0, tree.state)
     m = comp.main(tree, search=False)
@@ -647,7 +628,7 @@ def _compile_terminal(pattern: str, flags: int) -> Terminal:
                 for c in range(comp.ncls):
                     if comp.reps[c] in cond.next_bytes:
                         trans[i, c] = -1
-    dfa, order = _trim_order(DFA(trans, labels > 0, np.array(comp.gcm, dtype=np.int32), 0))
+    dfa, order = trim_order(DFA(trans, labels > 0, np.array(comp.gcm, dtype=np.int32), 0))
     if order is None:
         return Terminal(dfa, {})
     dfa, block_labels = _minimize_labeled(dfa, labels[order])

@@ -17,7 +17,7 @@ from fractions import Fraction
 import numpy as np
 
 from ..errors import UnsupportedFeature
-from .fsa import DFA, NFA, determinize, intersect, union
+from ..automata.fsa import DFA, NFA, determinize, intersect, union
 from .regex import compile_regex
 
 DIGITS = b"0123456789"
@@ -169,7 +169,7 @@ def _signed_range(lo: Fraction | None, lo_excl: bool, hi: Fraction | None, hi_ex
         nfa.add_dfa(u, mid, nfa.final)
         parts.append(determinize(nfa))
     if not parts:
-        from .fsa import empty_dfa
+        from ..automata.fsa import empty_dfa
 
         return empty_dfa()
     out = parts[0]

@@ -1,12 +1,9 @@
 """Regular expressions (Python / JSON Schema ``pattern`` syntax) to byte DFAs.
 
-Python's own parser (``re._parser``) gives the syntax tree, so error positions
-and escapes match what users already know; we then build a Thompson NFA whose
-character edges are encoded per character (UTF-8, or JSON string escapes) and
-determinize it.  Patterns with lookarounds take the exact construction of
-:mod:`structgen.grammar.lookaround`.  Constructs a DFA cannot express exactly
-(backreferences, word boundaries) raise ``UnsupportedFeature`` instead of being
-approximated.
+The parse tree and the Thompson NFA come from :mod:`structgen.grammar.regex_syntax`; this module
+determinizes the NFA (a whole-string counted class as a chain of copies), sends patterns with
+lookarounds to the exact construction of :mod:`structgen.grammar.lookaround`, and keeps the
+automata it built in memory and on disk.
 """
 from __future__ import annotations
 
@@ -14,304 +11,17 @@ import functools
 import io
 import re
 import time
-from re import _constants as C  # type: ignore[attr-defined]
-from re import _parser as sre_parse  # type: ignore[attr-defined]
 
+from ..automata import charclass as cc
+from ..automata.fsa import DFA, determinize, dfa_cache, minimize, trim
 from ..errors import GrammarError, UnsupportedFeature
-from . import charclass as cc
-from .fsa import DFA, NFA, counted_repeat, determinize, dfa_cache, minimize
-from .unicode_props import expand_property_escapes
+from . import lookaround
+from .regex_syntax import (COUNTED_REPEAT_MIN, MAX_REPEAT_EXPANSION, add_alternatives, any_node, build_nfa,
+                           counted_class_dfa, has_anchor, parse, python_regex)
 
-MAX_REPEAT_EXPANSION = 20_000
-#: A whole pattern ``^C{lo,hi}$`` (one character class repeated) with a bound at least this large
-#: is built as a chain of copies (:func:`structgen.grammar.fsa.counted_repeat`), not determinized.
-COUNTED_REPEAT_MIN = 16
-_ONE_CHAR_OPS = (C.LITERAL, C.NOT_LITERAL, C.ANY, C.IN, C.CATEGORY)
-
-_ANY_NO_NL: cc.Ranges = cc.complement([(0x0A, 0x0A)])
-_ANY: cc.Ranges = [(0, cc.MAX_CP)]
-_CATS = {
-    C.CATEGORY_DIGIT: ("digit", False), C.CATEGORY_NOT_DIGIT: ("digit", True),
-    C.CATEGORY_WORD: ("word", False), C.CATEGORY_NOT_WORD: ("word", True),
-    C.CATEGORY_SPACE: ("space", False), C.CATEGORY_NOT_SPACE: ("space", True),
-}
-
-
-@functools.lru_cache(maxsize=16)
-def parse(pattern: str, flags: int = 0):
-    """Python's parse tree of ``pattern`` (cached and only read: the counted-class fast path and
-    the NFA builder both look at it, one right after the other; a longer memory would only keep
-    thousands of parse nodes for the garbage collector to rescan, since compiled patterns are
-    cached as automata)."""
-    text = expand_property_escapes(pattern)  # \p{...}: ECMA-262's Unicode properties, as classes
-    try:
-        return sre_parse.parse(text, flags)
-    except re.error as e:
-        # a position in the rewritten text means nothing in the pattern past its first \p{...}
-        pos = e.pos if text is pattern or (e.pos is not None and e.pos < _first_property(pattern)) else None
-        raise GrammarError(f"invalid regular expression {pattern!r}: {e.msg}", position=pos, source=pattern) from None
-    except (OverflowError, RecursionError) as e:
-        raise GrammarError(f"regular expression {pattern!r} too large: {e}", source=pattern) from None
-
-
-def _first_property(pattern: str) -> int:
-    return min((i for i in (pattern.find("\\p"), pattern.find("\\P")) if i >= 0), default=len(pattern))
-
-
-def python_regex(pattern: str) -> str:
-    r"""``pattern`` in the syntax of Python's ``re``: ECMA-262's ``\p{...}``/``\P{...}`` (Unicode
-    properties, which JSON Schema patterns may use) written as the classes they stand for
-    (:mod:`structgen.grammar.unicode_props`); the same string when it has none.  For the code that
-    matches patterns with ``re`` (key matching, validation) beside the automata built here."""
-    return expand_property_escapes(pattern)
-
-
-class _Builder:
-    def __init__(self, nfa: NFA, encoder, pattern: str):
-        self.nfa = nfa
-        self.enc = encoder
-        self.pattern = pattern
-
-    def unsupported(self, what: str):
-        raise UnsupportedFeature(f"regular expression {self.pattern!r} uses {what}, which a finite automaton cannot enforce exactly")
-
-    def class_ranges(self, items, icase: bool) -> cc.Ranges:
-        negate = False
-        ranges: cc.Ranges = []
-        for op, av in items:
-            if op is C.NEGATE:
-                negate = True
-            elif op is C.LITERAL:
-                ranges.append((av, av))
-            elif op is C.RANGE:
-                ranges.append(av)
-            elif op is C.CATEGORY:
-                name, neg = _CATS[av]
-                ranges.extend(cc.category(name, neg))
-            else:
-                self.unsupported(f"class item {op}")
-        ranges = cc.normalize(ranges)
-        if icase:
-            ranges = cc.casefold_ranges(ranges)
-        return cc.complement(ranges) if negate else ranges
-
-    def chars(self, a: int, ranges: cc.Ranges, b: int) -> None:
-        if ranges:
-            self.enc.add_chars(self.nfa, a, ranges, b)
-
-    def seq(self, items, a: int, b: int, flags: int) -> None:
-        items = list(items)
-        cur = a
-        for i, item in enumerate(items):
-            nxt = b if i == len(items) - 1 else self.nfa.new_state()
-            self.node(item, cur, nxt, flags)
-            cur = nxt
-        if not items:
-            self.nfa.add_eps(a, b)
-
-    def node(self, item, a: int, b: int, flags: int) -> None:
-        op, av = item
-        icase = bool(flags & re.IGNORECASE)
-        if op is C.LITERAL:
-            self.chars(a, cc.casefold_ranges([(av, av)]) if icase else [(av, av)], b)
-        elif op is C.NOT_LITERAL:
-            r = cc.casefold_ranges([(av, av)]) if icase else [(av, av)]
-            self.chars(a, cc.complement(r), b)
-        elif op is C.ANY:
-            self.chars(a, _ANY if flags & re.DOTALL else _ANY_NO_NL, b)
-        elif op is C.IN:
-            self.chars(a, self.class_ranges(av, icase), b)
-        elif op is C.CATEGORY:
-            name, neg = _CATS.get(av, (None, None))
-            if name is None:
-                self.unsupported(f"category {av}")
-            self.chars(a, cc.category(name, neg), b)
-        elif op is C.BRANCH:
-            for alt in av[1]:
-                self.seq(alt, a, b, flags)
-        elif op is C.SUBPATTERN:
-            _group, add, dele, p = av
-            self.seq(p, a, b, (flags | add) & ~dele)
-        elif op is C.ATOMIC_GROUP:
-            self.unsupported("an atomic group")
-        elif op in (C.MAX_REPEAT, C.MIN_REPEAT, C.POSSESSIVE_REPEAT):
-            lo, hi, p = av
-            if op is C.POSSESSIVE_REPEAT:
-                self.unsupported("a possessive quantifier")
-            self.repeat(p, lo, None if hi == C.MAXREPEAT else hi, a, b, flags)
-        elif op is C.AT:
-            if av in (C.AT_BEGINNING, C.AT_BEGINNING_STRING, C.AT_END, C.AT_END_STRING):
-                self.unsupported("an anchor (^ or $) in the middle of the pattern")
-            self.unsupported("a word-boundary assertion")
-        elif op in (C.GROUPREF, C.GROUPREF_EXISTS):
-            self.unsupported("a backreference")
-        elif op in (C.ASSERT, C.ASSERT_NOT):
-            self.unsupported("a lookaround assertion")
-        else:
-            self.unsupported(str(op))
-
-    def repeat(self, p, lo: int, hi: int | None, a: int, b: int, flags: int) -> None:
-        if lo > MAX_REPEAT_EXPANSION or (hi is not None and hi > MAX_REPEAT_EXPANSION):
-            raise GrammarError(
-                f"repetition bound {max(lo, hi or 0)} in {self.pattern!r} exceeds the limit of {MAX_REPEAT_EXPANSION}"
-            )
-        nfa = self.nfa
-        cur = a
-        for _ in range(lo):
-            nxt = nfa.new_state()
-            self.seq(p, cur, nxt, flags)
-            cur = nxt
-        if hi is None:
-            loop = nfa.new_state()
-            nfa.add_eps(cur, loop)
-            body_end = nfa.new_state()
-            self.seq(p, loop, body_end, flags)
-            nfa.add_eps(body_end, loop)
-            nfa.add_eps(loop, b)
-        else:
-            for _ in range(hi - lo):
-                nfa.add_eps(cur, b)
-                nxt = nfa.new_state()
-                self.seq(p, cur, nxt, flags)
-                cur = nxt
-            nfa.add_eps(cur, b)
-
-
-_ANCHORS = (C.AT_BEGINNING, C.AT_BEGINNING_STRING, C.AT_END, C.AT_END_STRING)
-
-
-def has_anchor(pattern: str, flags: int = 0) -> bool:
-    """Whether ``pattern`` contains ``^``, ``$``, ``\\A`` or ``\\Z`` anywhere (for front ends in which an
-    anchor means more than "the whole token": in a Lark terminal it ties the terminal to the start or
-    end of the whole input)."""
-    return any_node(parse(pattern, flags), lambda op, arg: op is C.AT and arg in _ANCHORS)
-
-
-def _split_anchors(items: list) -> tuple[bool, list, bool]:
-    """Strip a leading ^ and trailing $ of one top-level alternative."""
-    start = end = False
-    while items and items[0][0] is C.AT and items[0][1] in (C.AT_BEGINNING, C.AT_BEGINNING_STRING):
-        start = True
-        items = items[1:]
-    while items and items[-1][0] is C.AT and items[-1][1] in (C.AT_END, C.AT_END_STRING):
-        end = True
-        items = items[:-1]
-    return start, items, end
-
-
-def _top_alternatives(tree) -> list[list]:
-    """Top-level alternatives, looking through a single enclosing group."""
-    items = list(tree)
-    start, inner, end = _split_anchors(items)
-    if len(inner) == 1 and inner[0][0] is C.BRANCH:
-        alts = [list(alt) for alt in inner[0][1][1]]
-    elif len(inner) == 1 and inner[0][0] is C.SUBPATTERN and not (start or end) and inner[0][1][1] == 0:
-        return _top_alternatives(inner[0][1][3])
-    else:
-        return [items]
-    if start or end:  # ^(a|b)$ : anchors apply to every alternative
-        pre = [(C.AT, C.AT_BEGINNING)] if start else []
-        post = [(C.AT, C.AT_END)] if end else []
-        return [pre + alt + post for alt in alts]
-    return alts
-
-
-def add_alternatives(nfa: NFA, builder, tree, a: int, b: int, search: bool) -> list[int]:
-    """Add the pattern's top-level alternatives between ``a`` and ``b`` (``search``: unanchored
-    sides may have any characters); returns the states after which any characters may follow."""
-    gflags = tree.state.flags
-    open_ends = []
-    for alt in _top_alternatives(tree):
-        start, body, end = _split_anchors(alt)
-        cur = a
-        if search and not start:
-            loop = nfa.new_state()
-            nfa.add_eps(cur, loop)
-            builder.chars(loop, _ANY, loop)
-            cur = loop
-        mid = nfa.new_state()
-        builder.seq(body, cur, mid, gflags)
-        if search and not end:
-            builder.chars(mid, _ANY, mid)
-            open_ends.append(mid)
-        nfa.add_eps(mid, b)
-    return open_ends
-
-
-def any_node(tree, pred, *, into_lookarounds: bool = True) -> bool:
-    """Whether ``pred(op, arg)`` holds for a node anywhere in a parse tree (through groups,
-    alternations, repetitions and, unless told not to, lookaround bodies)."""
-    for op, av in tree:
-        if pred(op, av):
-            return True
-        if op is C.BRANCH and any(any_node(alt, pred, into_lookarounds=into_lookarounds) for alt in av[1]):
-            return True
-        if op is C.SUBPATTERN and any_node(av[3], pred, into_lookarounds=into_lookarounds):
-            return True
-        if op in (C.MAX_REPEAT, C.MIN_REPEAT, getattr(C, "POSSESSIVE_REPEAT", None)) \
-                and any_node(av[2], pred, into_lookarounds=into_lookarounds):
-            return True
-        if into_lookarounds and op in (C.ASSERT, C.ASSERT_NOT) and any_node(av[1], pred):
-            return True
-    return False
-
-
-def build_nfa(pattern: str, *, encoder=cc.UTF8, search: bool = False, flags: int = 0,
-              nfa: NFA | None = None, a: int | None = None, b: int | None = None) -> NFA:
-    """Add ``pattern`` between states ``a`` and ``b`` of ``nfa`` (new NFA by default).
-
-    ``search=True`` gives JSON Schema ``pattern`` semantics: the pattern may
-    match anywhere unless anchored with ``^`` / ``$``.
-    """
-    tree = parse(pattern, flags)
-    nfa = nfa or NFA()
-    a = nfa.start if a is None else a
-    b = nfa.final if b is None else b
-    builder = _Builder(nfa, encoder, pattern)
-    for mid in add_alternatives(nfa, builder, tree, a, b, search):
-        if b == nfa.final:
-            # "matched; any characters may follow": every string of whole characters is
-            # accepted from here (and any subset holding it has no other language)
-            nfa.universal.append(mid)
-    return nfa
-
-
-def _unwrap_groups(items: list) -> list:
-    """Look through plain groups, ``(x)`` and ``(?:x)``, that hold the whole sequence."""
-    while len(items) == 1 and items[0][0] is C.SUBPATTERN and items[0][1][1] == 0 and items[0][1][2] == 0:
-        items = list(items[0][1][3])
-    return items
-
-
-def counted_class_dfa(pattern: str, *, encoder=cc.UTF8, search: bool = False, flags: int = 0) -> DFA | None:
-    """The DFA of a pattern that is one character class repeated ``lo``..``hi`` times over the whole
-    string (``^[0-9a-z_-]{1,255}$``), built directly; None for any other pattern (or small bounds).
-
-    A Thompson NFA of 255 copies of a JSON-encoded class and its subset construction cost ~60 ms;
-    the chain of copies of the class's one-character automaton is the same language in ~1 ms."""
-    tree = parse(pattern, flags)
-    alts = _top_alternatives(tree)
-    if len(alts) != 1:
-        return None
-    start, body, end = _split_anchors(alts[0])
-    if search and not (start and end):
-        return None
-    body = _unwrap_groups(body)
-    if len(body) != 1 or body[0][0] not in (C.MAX_REPEAT, C.MIN_REPEAT):
-        return None
-    lo, hi, unit_items = body[0][1]
-    hi = None if hi == C.MAXREPEAT else hi
-    unit_items = _unwrap_groups(list(unit_items))
-    bound = hi if hi is not None else lo
-    if (len(unit_items) != 1 or unit_items[0][0] not in _ONE_CHAR_OPS or bound < COUNTED_REPEAT_MIN
-            or bound > MAX_REPEAT_EXPANSION):
-        return None
-    nfa = NFA()
-    _Builder(nfa, encoder, pattern).node(unit_items[0], nfa.start, nfa.final, tree.state.flags)
-    unit = determinize(nfa)
-    if unit.n_states < 2:  # a class with no characters: the general path says what that means
-        return None
-    return minimize(counted_repeat(unit, lo, hi))
+__all__ = ["COUNTED_REPEAT_MIN", "MAX_REPEAT_EXPANSION", "add_alternatives", "any_node", "build_nfa",
+           "compile_regex", "compile_terminal", "counted_class_dfa", "has_anchor", "literal_pattern", "parse",
+           "python_regex"]
 
 
 DISK_CACHE_VERSION = 1
@@ -341,8 +51,6 @@ def _compile_cached(pattern: str, search: bool, json_string: bool, flags: int) -
         return cached
     enc = cc.JSON_STRING if json_string else cc.UTF8
     t0 = time.perf_counter()
-    from . import lookaround
-
     if lookaround.has_lookaround(parse(pattern, flags)):
         dfa = lookaround.compile_lookaround(pattern, encoder=enc, search=search, flags=flags)
     else:
@@ -358,8 +66,10 @@ def _compile_cached(pattern: str, search: bool, json_string: bool, flags: int) -
 
 
 #: The modules whose code decides what a cached DFA is: a change to any of them retires old entries.
-_DFA_BUILDERS = ("structgen.grammar.regex", "structgen.grammar.fsa", "structgen.grammar.fsa_kernels",
-                 "structgen.grammar.charclass", "structgen.grammar.lookaround", "structgen.grammar.unicode_props")
+_DFA_BUILDERS = ("structgen.grammar.regex", "structgen.automata.fsa", "structgen.automata.search_kernels",
+                 "structgen.automata.subset_kernels", "structgen.automata.minimize_kernels",
+                 "structgen.automata.product_kernels", "structgen.automata.table_kernels",
+                 "structgen.automata.charclass", "structgen.grammar.lookaround", "structgen.grammar.unicode_props")
 
 
 def _load_dfa(path) -> DFA | None:
@@ -415,13 +125,21 @@ def _detached(e: Exception) -> Exception:
     return out
 
 
-def compile_terminal(pattern: str, flags: int = 0):
-    """A Lark terminal: ``structgen.grammar.lookaround.Terminal`` (lexeme DFA and the conditions a
-    lookahead at its end puts on the next byte; lazy quantifiers as the shortest match).  See
-    :mod:`structgen.grammar.lookaround`."""
-    from .lookaround import compile_terminal as _compile_terminal
-
-    return _compile_terminal(pattern, flags)
+@functools.lru_cache(maxsize=256)
+def compile_terminal(pattern: str, flags: int = 0) -> lookaround.Terminal:
+    """A Lark terminal's lexeme DFA (UTF-8) and its follow conditions: the conditions a lookahead at
+    its end puts on the next byte, lazy quantifiers as the shortest match (see
+    :mod:`structgen.grammar.lookaround`).  A pattern without lookarounds or anchors is the plain
+    (cached) automaton, cut at its first accepting states when it has a lazy quantifier."""
+    tree = parse(pattern, flags)
+    if not lookaround.has_lookaround(tree) and not has_anchor(pattern, flags):
+        dfa = compile_regex(pattern, flags=flags)
+        if lookaround.has_lazy(tree) and dfa.accept.any():
+            trans = dfa.trans.copy()
+            trans[dfa.accept] = -1  # the shortest match ends at the first accepting state
+            dfa = minimize(trim(DFA(trans, dfa.accept.copy(), dfa.classmap.copy(), dfa.start)))
+        return lookaround.Terminal(dfa, {})
+    return lookaround.compile_terminal(pattern, flags)
 
 
 def literal_pattern(text: str) -> str:

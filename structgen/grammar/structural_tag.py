@@ -46,7 +46,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import GrammarError, SchemaError, StructgenError, UnsupportedFeature
-from .fsa import DFA, concat_dfas, counted_repeat, difference, difference_literals, intersect, literal_dfa, union
+from ..automata.fsa import DFA, concat_dfas, counted_repeat, difference, difference_literals, intersect, literal_dfa, union
 from .ir import EPSILON, Alt, Expr, GrammarIR, Graph, Repeat, Seq, Sym, alt, seq
 
 __all__ = ["StructuralTagOptions", "load_structural_tag", "spec_key", "structural_tag_to_ir", "tag_nodes",

@@ -7,9 +7,9 @@ import pytest
 
 from structgen.engine.lexer import LexerCore
 from structgen.errors import GrammarError
-from structgen.grammar.fsa import literal_dfa
+from structgen.automata.fsa import literal_dfa
 from structgen.grammar.json_strings import string_dfa, string_forms
-from structgen.grammar.fsa import difference_literals
+from structgen.automata.fsa import difference_literals
 from structgen.grammar.regex import compile_regex
 
 PATTERNS = [r"[0-9]+", r"-?[0-9]+(\.[0-9]+)?", r"[a-z]+", r"true", r"null", r"\s+", r"ab|abc|abd", r"a*"]

@@ -10,7 +10,7 @@ from structgen.compiler import GrammarCompiler
 from structgen.engine.counted import CountedStrings
 from structgen.engine.matcher import Matcher
 from structgen.engine.walks import EV_NODES, EV_STATES, MASK, TrieWalker
-from structgen.grammar.fsa import DFA, difference, difference_literals
+from structgen.automata.fsa import DFA, difference, difference_literals
 from structgen.grammar.json_strings import string_dfa, string_forms
 
 KEYS = ["name", "nam", "names", "naïve", "x", "ÿ", "a\"b", "名前"]

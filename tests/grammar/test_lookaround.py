@@ -175,7 +175,7 @@ def test_lookaround_patterns_use_the_disk_cache(tmp_path, monkeypatch):
 
 
 def test_patterns_without_lookarounds_take_the_plain_path():
-    from structgen.grammar.fsa import determinize
+    from structgen.automata.fsa import determinize
     from structgen.grammar.regex import build_nfa
 
     for p in [r"[a-z]+@[a-z]+\.(com|org)", r"(ab|a)*b", r"^é+[α-ω]{1,3}$"]:

@@ -109,7 +109,7 @@ def test_disk_cache_keeps_only_slow_automata(tmp_path, monkeypatch):
 
 
 def _same_language(a, b) -> bool:
-    from structgen.grammar.fsa import difference
+    from structgen.automata.fsa import difference
 
     return difference(a, b).is_empty() and difference(b, a).is_empty()
 
@@ -121,8 +121,8 @@ def _same_language(a, b) -> bool:
 @pytest.mark.parametrize("json_string", [False, True])
 def test_counted_class_patterns_equal_the_general_construction(pattern, json_string):
     """The chain-of-copies fast path accepts exactly what the Thompson NFA + subset construction does."""
-    from structgen.grammar import charclass as cc
-    from structgen.grammar.fsa import determinize
+    from structgen.automata import charclass as cc
+    from structgen.automata.fsa import determinize
     from structgen.grammar.regex import build_nfa, counted_class_dfa
 
     enc = cc.JSON_STRING if json_string else cc.UTF8
@@ -141,8 +141,8 @@ def test_counted_class_fast_path_only_takes_whole_counted_classes(pattern):
 
 @pytest.mark.parametrize("lo,hi", [(0, 5), (3, 17), (2, None), (0, 1)])
 def test_length_content_equals_a_repeated_any_character(lo, hi):
-    from structgen.grammar import charclass as cc
-    from structgen.grammar.fsa import determinize
+    from structgen.automata import charclass as cc
+    from structgen.automata.fsa import determinize
     from structgen.grammar.json_strings import length_content
     from structgen.grammar.regex import build_nfa
 
@@ -156,8 +156,8 @@ def test_length_content_equals_a_repeated_any_character(lo, hi):
 def test_search_matches_collapse_to_one_state_without_changing_the_language(pattern, json_string):
     """Once an unanchored pattern has matched, anything may follow: the subset construction
     keeps that state alone (the "universal" flag); the language is the one without the shortcut."""
-    from structgen.grammar import charclass as cc
-    from structgen.grammar.fsa import determinize
+    from structgen.automata import charclass as cc
+    from structgen.automata.fsa import determinize
     from structgen.grammar.regex import build_nfa
 
     enc = cc.JSON_STRING if json_string else cc.UTF8

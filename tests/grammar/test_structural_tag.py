@@ -13,7 +13,7 @@ from engine_helpers import tokenize_randomly
 from structgen.compiler import GrammarCompiler
 from structgen.engine.matcher import Matcher
 from structgen.errors import GrammarError, SchemaError, StructgenError, UnsupportedFeature
-from structgen.grammar.fsa import literal_dfa
+from structgen.automata.fsa import literal_dfa
 from structgen.grammar.ir import GrammarIR, Repeat, Sym, ValueCheck, seq
 from structgen.grammar.lark import lark_to_ir
 from structgen.grammar.structural_tag import structural_tag_to_ir, tag_nodes

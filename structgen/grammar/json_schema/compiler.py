@@ -9,7 +9,7 @@ from urllib.parse import urldefrag
 
 from ...errors import SchemaError, UnsatisfiableSchema, UnsupportedFeature
 from ..formats import FORMAT_REGEXES, UNSUPPORTED_FORMATS
-from ..fsa import DFA, literal_dfa, literal_set_dfa
+from ...automata.fsa import DFA, literal_dfa, literal_set_dfa
 from ..ir import Alt, Expr, GrammarIR, Sym, alt
 from ..presence import eval_presence
 from .arrays import ArraysMixin

@@ -7,7 +7,7 @@ import json
 import math
 
 from ...errors import SchemaError
-from ..fsa import literal_set_dfa
+from ...automata.fsa import literal_set_dfa
 from ..ir import Expr, alt, seq
 from ..json_strings import literal_strings
 from ..presence import eval_presence
@@ -99,7 +99,7 @@ class FiniteValuesMixin:
             return self.term(("num", (json.dumps(v),)), literal_set_dfa([json.dumps(v).encode()]), "LIT")
         # a number: the spelling json.dumps gives (1e-09) and every positional one (0.000000001,
         # 0.0000000010, ...), as an instance may spell the same value either way
-        from ..fsa import union
+        from ...automata.fsa import union
         from ..regex import compile_regex
 
         d = union(literal_set_dfa([json.dumps(v).encode()]), compile_regex(number_spellings(v)))

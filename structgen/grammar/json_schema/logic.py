@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from ...errors import SchemaError, UnsupportedFeature
 from ..formats import FORMAT_REGEXES, UNSUPPORTED_FORMATS
-from ..fsa import DFA, intersect, union
+from ...automata.fsa import DFA, intersect, union
 from ..ir import Alt, Expr, Sym, alt
 from ..negation import is_simple_not, negate
 from ..presence import eval_presence

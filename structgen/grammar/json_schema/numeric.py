@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from ...errors import SchemaError, UnsupportedFeature
-from ..fsa import difference, intersect
+from ...automata.fsa import difference, intersect
 from ..ir import Expr
 from ..numbers import number_dfa
 from .json_values import number_spellings, tighten

@@ -8,7 +8,7 @@ import re
 from typing import Any
 
 from ...errors import GrammarError, SchemaError, UnsupportedFeature
-from ..fsa import DFA, difference, difference_literals, intersect, union
+from ...automata.fsa import DFA, difference, difference_literals, intersect, union
 from ..ir import Expr, Graph, alt, seq
 from ..json_strings import literal_strings, string_dfa, string_forms
 from ..presence import eval_presence, presence_keys

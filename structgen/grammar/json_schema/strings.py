@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from ...errors import GrammarError, SchemaError, UnsupportedFeature
 from ..formats import FORMAT_REGEXES, UNSUPPORTED_FORMATS
-from ..fsa import DFA, difference, difference_literals
+from ...automata.fsa import DFA, difference, difference_literals
 from ..ir import Expr, Graph, alt, seq
 from ..json_strings import CHUNK_CHARS, MAX_DIRECT_LENGTH, chunk_terminals, string_dfa, string_forms, tail_terminal
 from .json_values import check_pattern, tighten_counts

@@ -20,7 +20,7 @@ import numba
 import numpy as np
 
 from ..errors import GrammarError
-from ..grammar.fsa import NFA, NFATables, nfa_tables
+from .fsa import NFA, NFATables, nfa_tables
 
 __all__ = ["LazyDFA", "MAX_LAZY_BYTES", "UNKNOWN", "FULL", "warm_up_lazy_dfa"]
 

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 from structgen.errors import GrammarError
-from structgen.grammar import fsa
-from structgen.grammar.fsa import difference, difference_literals, intersect, literal_set_dfa, union
+from structgen.automata import fsa
+from structgen.automata.fsa import difference, difference_literals, intersect, literal_set_dfa, union
 from structgen.grammar.regex import compile_regex
 
 PATTERNS = [r"[a-c]*", r"a(b|c)+d?", r"[^b]{0,4}", r"(ab|ba)*", r"\"[a-z]*\"", r"a{3,}|c"]
@@ -98,8 +98,8 @@ def test_hopcroft_classes_equal_moore_refinement_on_random_dfas():
     """minimize() uses Hopcroft's refinement; Moore's (run to its fixpoint) is the reference."""
     import numpy as np
 
-    from structgen.grammar.fsa import DFA, minimize, trim
-    from structgen.grammar.fsa_kernels import depth_canonical, hopcroft_blocks
+    from structgen.automata.fsa import DFA, minimize, trim
+    from structgen.automata.minimize_kernels import depth_canonical, hopcroft_blocks
 
     rng = np.random.default_rng(0)
     for _ in range(500):

@@ -15,12 +15,11 @@ import numpy as np
 from ..byte_lru import ByteLRU, byte_lru_cache, nbytes_of
 from ..errors import GrammarError
 from ..uids import new_uid
-from .fsa_kernels import backward_depth as _backward_depth, column_classes as _column_classes, \
-    counted_chain as _counted_chain, depth_canonical as _depth_canonical, difference_trie as _difference_trie, \
-    hopcroft_blocks as _hopcroft_blocks, \
-    live_reachable as _live_reachable, \
-    nfa_successors as _nfa_successors, pair_product as _pair_product, renumber_rows as _renumber_rows, \
-    subset_construction as _subset_construction
+from .minimize_kernels import depth_canonical as _depth_canonical, hopcroft_blocks as _hopcroft_blocks
+from .product_kernels import difference_trie as _difference_trie, pair_product as _pair_product
+from .search_kernels import backward_depth as _backward_depth, column_classes as _column_classes, \
+    counted_chain as _counted_chain, live_reachable as _live_reachable, renumber_rows as _renumber_rows
+from .subset_kernels import nfa_successors as _nfa_successors, subset_construction as _subset_construction
 
 #: Hard caps that keep compiles bounded; exceeding one raises GrammarError.
 MAX_NFA_STATES = 400_000
@@ -320,10 +319,10 @@ def kernel_args(dfa: DFA) -> tuple[np.ndarray, np.ndarray]:
 
 def trim(dfa: DFA) -> DFA:
     """Remove states that cannot reach acceptance (and unreachable ones)."""
-    return _trim_order(dfa)[0]
+    return trim_order(dfa)[0]
 
 
-def _trim_order(dfa: DFA) -> tuple[DFA, np.ndarray | None]:
+def trim_order(dfa: DFA) -> tuple[DFA, np.ndarray | None]:
     """:func:`trim`, plus the old state of each new one (None for the empty result)."""
     n = dfa.n_states
     trans, accept = kernel_args(dfa)
@@ -438,7 +437,7 @@ def product(a: DFA, b: DFA, mode: str = "and") -> DFA:
                                           int(b.start), _PRODUCT_MODES[mode], MAX_DFA_STATES + 1)
     if n < 0:
         raise GrammarError(f"automaton too large (over {MAX_DFA_STATES} DFA states) in product")
-    out, order = _trim_order(DFA(trans, acc, classmap, 0))
+    out, order = trim_order(DFA(trans, acc, classmap, 0))
     if mode == "diff" and order is not None and getattr(a, "shadow", None) is not None:
         _inherit_shadow(out, a.shadow, pa[order], pb[order])
     return out
@@ -492,7 +491,7 @@ def _difference_literals(a: DFA, ordered: tuple[bytes, ...]) -> DFA:
         a_trans, np.ascontiguousarray(a.classmap, dtype=np.int32), a_acc, int(a.start), data, offs)
     if not any_removed:
         return a
-    out, order = _trim_order(DFA(trans, acc, classmap, 0))
+    out, order = trim_order(DFA(trans, acc, classmap, 0))
     if order is not None:
         # the bottom copy behaves exactly as ``a``: the engine walks ``a`` (cached across grammars)
         # for it and only re-walks where the trie part is still alive (structgen.engine.walks)
@@ -617,3 +616,19 @@ def nfa_tables(nfa: NFA) -> NFATables:
                                                        nfa.final)
     accept = (imp == nfa.final).astype(np.uint8)
     return NFATables(classmap, n_classes, start, accept, succ_ptr, succ, dist[imp].astype(np.int32))
+
+
+def warm_up_fsa_kernels() -> None:
+    """Load (or compile, once per installation) the kernels ahead of the first schema."""
+    t = np.full((1, 1), -1, dtype=np.int32)
+    a = np.ones(1, dtype=np.bool_)
+    _live_reachable(t, a, 0)
+    _renumber_rows(t, np.zeros(1, dtype=np.int64), np.zeros(1, dtype=np.int32))
+    _column_classes(t)
+    _counted_chain(np.array([[1], [-1]], dtype=np.int32), np.array([False, True]), 0, 2, 1, False)
+    _depth_canonical(t, a, 1)
+    _hopcroft_blocks(t, a)
+    one, none = np.zeros(1, dtype=np.int32), np.zeros(0, dtype=np.int32)
+    _subset_construction(2, none, none, one, one, one + 1, 1, one, one + 1, 10, 10, np.zeros(2, dtype=np.bool_))
+    _pair_product(t, t, a, a, 0, 0, 0, 4)
+    _difference_trie(t, np.zeros(256, dtype=np.int32), a, 0, np.zeros(1, dtype=np.uint8), np.array([0, 1]))
