@@ -21,13 +21,8 @@ from re import _constants as C  # type: ignore[attr-defined]
 
 from ..errors import UnsupportedFeature
 from .lookaround import has_lazy
-from .regex_syntax import parse
+from .regex_syntax import parse, unparse
 
-_CATS = {C.CATEGORY_DIGIT: r"\d", C.CATEGORY_NOT_DIGIT: r"\D", C.CATEGORY_WORD: r"\w",
-         C.CATEGORY_NOT_WORD: r"\W", C.CATEGORY_SPACE: r"\s", C.CATEGORY_NOT_SPACE: r"\S"}
-_AT = {C.AT_BEGINNING: "^", C.AT_END: "$", C.AT_BEGINNING_STRING: r"\A", C.AT_END_STRING: r"\Z",
-       C.AT_BOUNDARY: r"\b", C.AT_NON_BOUNDARY: r"\B"}
-_FLAG_LETTERS = ((2, "i"), (4, "L"), (8, "m"), (16, "s"), (32, "u"), (64, "x"), (256, "a"))
 
 
 def eager_equivalent(pattern: str, flags: int = 0) -> str:
@@ -36,7 +31,7 @@ def eager_equivalent(pattern: str, flags: int = 0) -> str:
     tree = parse(pattern, flags)
     if not has_lazy(tree):
         return pattern
-    return _unparse(_seq(list(tree), [], pattern))
+    return unparse(_seq(list(tree), [], pattern))
 
 
 def _greedy(items) -> list:
@@ -119,54 +114,3 @@ def _body(body: list, lo: int, hi: int, rest: list, pattern: str) -> list:
 def _refuse(pattern: str):
     raise UnsupportedFeature(f"regular expression {pattern!r} has a lazy quantifier inside a counted repetition, "
                              "where the loop stops depends on the iteration count")
-
-
-# -- back to text ---------------------------------------------------------------------------------
-def _char(c: int) -> str:
-    return f"\\x{c:02x}" if c < 0x100 else f"\\u{c:04x}" if c < 0x10000 else f"\\U{c:08x}"
-
-
-def _class_item(op, av) -> str:
-    if op is C.LITERAL:
-        return _char(av)
-    if op is C.RANGE:
-        return f"{_char(av[0])}-{_char(av[1])}"
-    if op is C.CATEGORY:
-        return _CATS[av]
-    raise UnsupportedFeature(f"character class item {op}")
-
-
-def _unparse(items) -> str:
-    out = []
-    for op, av in items:
-        if op is C.LITERAL:
-            out.append(_char(av))
-        elif op is C.NOT_LITERAL:
-            out.append(f"[^{_char(av)}]")
-        elif op is C.ANY:
-            out.append(".")
-        elif op is C.IN:
-            neg = "^" if av and av[0][0] is C.NEGATE else ""
-            out.append("[" + neg + "".join(_class_item(o, a) for o, a in av if o is not C.NEGATE) + "]")
-        elif op is C.CATEGORY:
-            out.append(_CATS[av])
-        elif op is C.BRANCH:
-            out.append("(?:" + "|".join(_unparse(a) for a in av[1]) + ")")
-        elif op is C.SUBPATTERN:
-            _, add, dele, p = av
-            on = "".join(ch for bit, ch in _FLAG_LETTERS if add & bit)
-            off = "".join(ch for bit, ch in _FLAG_LETTERS if dele & bit)
-            out.append(f"(?{on}{'-' + off if off else ''}:" + _unparse(p) + ")")
-        elif op in (C.MAX_REPEAT, C.MIN_REPEAT):
-            lo, hi, p = av
-            bound = "{%d,}" % lo if hi == C.MAXREPEAT else "{%d,%d}" % (lo, hi)
-            out.append("(?:" + _unparse(p) + ")" + bound + ("?" if op is C.MIN_REPEAT else ""))
-        elif op is C.AT:
-            out.append(_AT[av])
-        elif op in (C.ASSERT, C.ASSERT_NOT):
-            direction, p = av
-            kind = ("=" if op is C.ASSERT else "!") if direction == 1 else ("<=" if op is C.ASSERT else "<!")
-            out.append(f"(?{kind}" + _unparse(p) + ")")
-        else:
-            raise UnsupportedFeature(f"regular expression construct {op} in a terminal with a lazy quantifier")
-    return "".join(out)

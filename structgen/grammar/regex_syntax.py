@@ -310,3 +310,124 @@ def counted_class_dfa(pattern: str, *, encoder=cc.UTF8, search: bool = False, fl
     if unit.n_states < 2:  # a class with no characters: the general path says what that means
         return None
     return minimize(counted_repeat(unit, lo, hi))
+
+
+_CAT_TEXT = {C.CATEGORY_DIGIT: r"\d", C.CATEGORY_NOT_DIGIT: r"\D", C.CATEGORY_WORD: r"\w",
+             C.CATEGORY_NOT_WORD: r"\W", C.CATEGORY_SPACE: r"\s", C.CATEGORY_NOT_SPACE: r"\S"}
+_AT = {C.AT_BEGINNING: "^", C.AT_END: "$", C.AT_BEGINNING_STRING: r"\A", C.AT_END_STRING: r"\Z",
+       C.AT_BOUNDARY: r"\b", C.AT_NON_BOUNDARY: r"\B"}
+_FLAG_LETTERS = ((2, "i"), (4, "L"), (8, "m"), (16, "s"), (32, "u"), (64, "x"), (256, "a"))
+
+
+# -- back to text ---------------------------------------------------------------------------------
+def _char(c: int) -> str:
+    return f"\\x{c:02x}" if c < 0x100 else f"\\u{c:04x}" if c < 0x10000 else f"\\U{c:08x}"
+
+
+def _class_item(op, av) -> str:
+    if op is C.LITERAL:
+        return _char(av)
+    if op is C.RANGE:
+        return f"{_char(av[0])}-{_char(av[1])}"
+    if op is C.CATEGORY:
+        return _CAT_TEXT[av]
+    raise UnsupportedFeature(f"character class item {op}")
+
+
+def unparse(items) -> str:
+    """A parse tree (a list of ``(op, av)`` items) as pattern text (classes and characters escaped)."""
+    out = []
+    for op, av in items:
+        if op is C.LITERAL:
+            out.append(_char(av))
+        elif op is C.NOT_LITERAL:
+            out.append(f"[^{_char(av)}]")
+        elif op is C.ANY:
+            out.append(".")
+        elif op is C.IN:
+            neg = "^" if av and av[0][0] is C.NEGATE else ""
+            out.append("[" + neg + "".join(_class_item(o, a) for o, a in av if o is not C.NEGATE) + "]")
+        elif op is C.CATEGORY:
+            out.append(_CAT_TEXT[av])
+        elif op is C.BRANCH:
+            out.append("(?:" + "|".join(unparse(a) for a in av[1]) + ")")
+        elif op is C.SUBPATTERN:
+            _, add, dele, p = av
+            on = "".join(ch for bit, ch in _FLAG_LETTERS if add & bit)
+            off = "".join(ch for bit, ch in _FLAG_LETTERS if dele & bit)
+            out.append(f"(?{on}{'-' + off if off else ''}:" + unparse(p) + ")")
+        elif op in (C.MAX_REPEAT, C.MIN_REPEAT):
+            lo, hi, p = av
+            bound = "{%d,}" % lo if hi == C.MAXREPEAT else "{%d,%d}" % (lo, hi)
+            out.append("(?:" + unparse(p) + ")" + bound + ("?" if op is C.MIN_REPEAT else ""))
+        elif op is C.AT:
+            out.append(_AT[av])
+        elif op in (C.ASSERT, C.ASSERT_NOT):
+            direction, p = av
+            kind = ("=" if op is C.ASSERT else "!") if direction == 1 else ("<=" if op is C.ASSERT else "<!")
+            out.append(f"(?{kind}" + unparse(p) + ")")
+        else:
+            raise UnsupportedFeature(f"regular expression construct {op} cannot be written back as text")
+    return "".join(out)
+
+
+#: Repetition bounds kept by :func:`relaxed_pattern`; larger ones become open loops.
+RELAXED_BOUND = 4
+
+
+def relaxed_pattern(pattern: str, flags: int = 0) -> str | None:
+    """A pattern matching every string ``pattern`` matches, and usually more, whose automaton is
+    small: each counted repetition above :data:`RELAXED_BOUND` becomes an open loop (``X{22}``:
+    ``X{4,}``), a backreference the group it refers to, lookarounds and word boundaries are dropped.
+    None when nothing changes or the tree has a construct it cannot write back.
+
+    For a JSON Schema ``pattern`` too large for its exact automaton: the string's automaton
+    over-approximates with this one (only strings that can still match get through) and the exact
+    pattern is checked where the value ends."""
+    tree = parse(pattern, flags)
+    groups: dict[int, list] = {}
+
+    def collect(items) -> None:
+        for op, av in items:
+            if op is C.SUBPATTERN:
+                if av[0] is not None:
+                    groups[av[0]] = list(av[3])
+                collect(av[3])
+            elif op in (C.MAX_REPEAT, C.MIN_REPEAT, C.POSSESSIVE_REPEAT):
+                collect(av[2])
+            elif op is C.BRANCH:
+                for a in av[1]:
+                    collect(a)
+            elif op is C.ATOMIC_GROUP:
+                collect(av)
+
+    def relax(items) -> list:
+        out = []
+        for op, av in items:
+            if op in (C.MAX_REPEAT, C.MIN_REPEAT, C.POSSESSIVE_REPEAT):
+                lo, hi, body = av
+                if lo > RELAXED_BOUND or (hi != C.MAXREPEAT and hi > RELAXED_BOUND):
+                    lo, hi = min(lo, RELAXED_BOUND), C.MAXREPEAT
+                out.append((C.MAX_REPEAT, (lo, hi, relax(body))))
+            elif op is C.SUBPATTERN:
+                out.append((op, (None, av[1], av[2], relax(av[3]))))
+            elif op is C.BRANCH:
+                out.append((op, (None, [relax(a) for a in av[1]])))
+            elif op is C.GROUPREF and av in groups:
+                out.append((C.SUBPATTERN, (None, 0, 0, relax(groups[av]))))
+            elif op is C.ATOMIC_GROUP:
+                out.append((C.SUBPATTERN, (None, 0, 0, relax(av))))
+            elif op in (C.ASSERT, C.ASSERT_NOT) or (op is C.AT and av in (C.AT_BOUNDARY, C.AT_NON_BOUNDARY)):
+                continue
+            else:
+                out.append((op, av))
+        return out
+
+    collect(list(tree))
+    try:
+        text = unparse(relax(list(tree)))
+    except (UnsupportedFeature, KeyError):
+        return None
+    global_flags = "".join(ch for bit, ch in _FLAG_LETTERS if tree.state.flags & bit and ch in "imsa")
+    text = (f"(?{global_flags})" if global_flags else "") + text
+    return None if text == pattern else text

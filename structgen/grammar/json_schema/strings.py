@@ -7,6 +7,8 @@ from ...errors import GrammarError, SchemaError, UnsupportedFeature
 from ..formats import FORMAT_REGEXES, UNSUPPORTED_FORMATS
 from ...automata.fsa import DFA, difference, difference_literals
 from ..ir import Expr, Graph, alt, seq
+from ..regex import python_regex
+from ..regex_syntax import relaxed_pattern
 from ..json_strings import CHUNK_CHARS, MAX_DIRECT_LENGTH, chunk_terminals, string_dfa, string_forms, tail_terminal
 from .json_values import check_pattern, tighten_counts
 from .limits import ANNOTATIONS, MAX_GRAPH_STATES
@@ -58,7 +60,11 @@ class StringsMixin:
             keyword = getattr(e, "keyword", None) or ("pattern" if patterns else "format" if formats else "maxLength")
             self.unsupported(nodes[0], keyword, str(e).split(": ", 1)[-1])
             d = None
-            for approx in ((patterns, formats), ((), formats), (patterns, ()), ((), ())):
+            # patterns relaxed (counted repetitions opened, backreferences as their groups: every
+            # string the pattern matches, usually more) keep the string close to the pattern
+            relaxed = tuple(r for r in (_relaxed(p) for p in patterns) if r is not None)
+            for approx in ((patterns, formats), (relaxed, formats), ((), formats), (patterns, ()), (relaxed, ()),
+                           ((), ())):
                 try:  # the tightest over-approximation that compiles (dropping bounds, then patterns...)
                     d = string_dfa(tuple(approx[0]), 0, None, tuple(approx[1]))
                     break
@@ -133,3 +139,12 @@ class StringsMixin:
             raise UnsupportedFeature("propertyNames must be a string schema", pointer=names_nodes[0].ptr,
                                      keyword="propertyNames")
         return d
+
+
+def _relaxed(pattern: str) -> str | None:
+    """``pattern`` over-approximated for an automaton (:func:`relaxed_pattern`), in JSON Schema's
+    dialect (``\\p{...}`` written out); None when it cannot be."""
+    try:
+        return relaxed_pattern(python_regex(pattern))
+    except (GrammarError, UnsupportedFeature):
+        return None

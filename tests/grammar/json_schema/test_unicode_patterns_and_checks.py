@@ -134,3 +134,21 @@ def test_unevaluated_beside_branches_never_accepts_invalid(comp, schema, good, b
     g = comp.compile_json_schema(schema, property_order="any")
     for v in bad:
         assert not accepts(g, v), v
+
+
+# -- patterns too large for their exact automaton ------------------------------------------------------
+def test_a_pattern_too_large_keeps_a_relaxed_automaton_and_its_check(comp, smol_info):
+    """``[ab]*a[ab]{22}`` has a 2**23-state DFA: the string is checked where it ends, and its
+    automaton is the relaxed pattern's (``[ab]*a[ab]{4,}``), so inside the string only ``a``/``b``
+    text is allowed rather than any string."""
+    schema = {"type": "string", "pattern": "^[ab]*a[ab]{22}$"}
+    g = comp.compile_json_schema(schema)
+    check_group(comp, schema, ["b" + "a" + "b" * 22, "a" * 23], ["a" * 22, "ab" * 12, "b" * 30, "c" + "a" * 23])
+    m = Matcher(g)
+    assert m.accept_string('"ba')
+    words = m.next_token_mask()
+    allowed = {smol_info.token_bytes[t] for t in range(smol_info.vocab_size)
+               if (words[t >> 5] >> (t & 31)) & 1}
+    assert b"ab" in allowed and b"bb" in allowed
+    assert all(set(b) <= set(b"ab") for b in allowed - {b"\\"})  # (a backslash starts an escape: \u0061)
+    assert b'"' not in allowed  # the check refuses closing here: no a 23rd from the end yet
