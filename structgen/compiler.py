@@ -24,15 +24,13 @@ from .shipped import shipped_grammar
 from .engine.lexer_kernels import warm_up_lexer_kernels
 from .engine.trie import TokenTrie, warm_up_kernels
 from .engine.walks import warm_up_walk_kernels
-from .automata.fsa import difference_literals
-from .automata.fsa import warm_up_fsa_kernels
+from .automata.fsa import difference_literals, nfa_tables, warm_up_fsa_kernels
 from .grammar.ir import GrammarIR, Repeat, Sym
 from .grammar.indenter import resolve_indenter
 from .grammar.lark import lark_to_ir, load_lark_text
 from .grammar.json_strings import class_string_dfa, string_dfa
 from .automata.lazy_dfa import warm_up_lazy_dfa
 from .engine.lazy_regex import LazyRegexGrammar
-from .automata.fsa import nfa_tables
 from .grammar.lookaround import has_lookaround
 from .grammar.regex import build_nfa, compile_regex, counted_class_dfa, parse as parse_regex
 from .byte_lru import budget_bytes, reserve_budget
@@ -362,8 +360,7 @@ class GrammarCompiler:
         walk caches).  Patterns with lookarounds and whole-string counted classes keep their
         dedicated eager constructions; a pattern the NFA builder refuses is left to the eager path
         to report."""
-        tree = parse_regex(pattern)
-        if has_lookaround(tree) or counted_class_dfa(pattern) is not None:
+        if has_lookaround(parse_regex(pattern)):
             return None
         try:
             tables = nfa_tables(build_nfa(pattern))
@@ -372,7 +369,9 @@ class GrammarCompiler:
         if not len(tables.start):
             return None
         grammar = LazyRegexGrammar(tables, self.tokenizer, self.trie, source=pattern)
-        return None if grammar.dfa.explore(EAGER_REGEX_STATES) else grammar
+        if grammar.dfa.explore(EAGER_REGEX_STATES) or counted_class_dfa(pattern) is not None:
+            return None  # (the counted class is built only for the few patterns past the exploration)
+        return grammar
 
     def compile_lark(self, grammar: str | Path, *, start: str | list[str] | None = None, indenter=None,
                      reserve_keywords: bool | None = None, soft_keywords: Iterable[str] | None = None,

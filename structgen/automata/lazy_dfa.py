@@ -42,6 +42,17 @@ def _hash_row(row):
 
 
 @numba.njit(cache=True, nogil=True)
+def _rehash(sets, n, htab):
+    """Put states ``0..n-1`` into the (empty) hash table under their ids."""
+    mask = np.uint64(len(htab) - 1)
+    for k in range(n):
+        slot = np.int64(_hash_row(sets[k]) & mask)
+        while htab[slot] >= 0:
+            slot = np.int64((np.uint64(slot) + np.uint64(1)) & mask)
+        htab[slot] = k
+
+
+@numba.njit(cache=True, nogil=True)
 def _intern(row, sets, htab, count, accept, dist, nfa_accept, nfa_dist):
     """The id of subset ``row`` (made when new), or FULL when the table has no room."""
     mask = np.uint64(len(htab) - 1)
@@ -217,23 +228,11 @@ class LazyDFA:
         self.start = -1 if not len(tables.start) else self._intern(row)
 
     def _alloc(self, capacity: int) -> None:
-        old = getattr(self, "sets", None)
-        n = int(self.count[0])
         self.sets = np.zeros((capacity, self.n_words), dtype=np.uint64)
         self.trans = np.full((capacity, self.tables.n_classes), UNKNOWN, dtype=np.int32)
         self.accept = np.zeros(capacity, dtype=np.uint8)
         self.dist = np.zeros(capacity, dtype=np.int64)
         self.htab = np.full(2 * capacity, -1, dtype=np.int64)
-        if old is not None:
-            self.sets[:n] = old[:n]
-            self.trans[:n] = self._old_trans[:n]
-            self.accept[:n] = self._old_accept[:n]
-            self.dist[:n] = self._old_dist[:n]
-            self.count[0] = 0
-            for s in range(n):  # re-insert in id order: ids stay the same
-                if _intern(self.sets[s].copy(), self.sets, self.htab, self.count, self.accept, self.dist,
-                           self.tables.accept, self.tables.dist) != s:  # pragma: no cover - an invariant
-                    raise AssertionError("lazy DFA rehash changed a state id")
 
     @property
     def nbytes(self) -> int:
@@ -253,9 +252,12 @@ class LazyDFA:
                 f"regular expression {self.source!r} keeps reaching new automaton states: over "
                 f"{self.sets.shape[0]:,} made ({self.max_bytes >> 20} MiB); a pattern whose matches are tracked by "
                 "this many states is too large to enforce", source=self.source or None)
-        self._old_trans, self._old_accept, self._old_dist = self.trans, self.accept, self.dist
+        n = self.n_states
+        old = (self.sets, self.trans, self.accept, self.dist)
         self._alloc(capacity)
-        del self._old_trans, self._old_accept, self._old_dist
+        for table, prev in zip((self.sets, self.trans, self.accept, self.dist), old):
+            table[:n] = prev[:n]
+        _rehash(self.sets, n, self.htab)  # the same ids in the larger hash table
 
     def _intern(self, row: np.ndarray) -> int:
         while True:

@@ -15,7 +15,7 @@ import re
 import time
 from typing import Callable
 
-import numpy as np
+from .grammar_bench import _percentiles
 
 __all__ = ["DEFAULT_PATTERNS", "run_regex_bench", "format_regex_table"]
 
@@ -53,12 +53,6 @@ def _expand(cls: str) -> str:
             out.append(cls[i])
             i += 1
     return "".join(out)
-
-
-def _percentiles(us: list[float]) -> dict:
-    a = np.array(us) if us else np.zeros(1)
-    return {"p50": float(np.percentile(a, 50)), "p99": float(np.percentile(a, 99)), "max": float(a.max()),
-            "n": len(us)}
 
 
 def _structgen(pattern: str, info, encoded: list[list[int]]) -> dict:

@@ -27,6 +27,16 @@ from .walks import EV_NODES, GROUPS, MASK, OWN, VALS, WORDS, TrieWalker
 #: DeepSeek-V4's 129k tokens, 5,000 over a 50k vocabulary).
 MASK_CACHE_BYTES = 32 << 20
 MASKS = ByteLRU(MASK_CACHE_BYTES, name="masks")
+
+
+def cached_mask_count(serial: int) -> int:
+    """How many masks of the grammar numbered ``serial`` (keys ``serial << 128 | state``) MASKS holds."""
+    return sum(1 for k in MASKS.data if k >> 128 == serial)
+
+
+def forget_masks(serial: int) -> None:
+    """Drop the masks of the grammar numbered ``serial`` from MASKS."""
+    MASKS.discard_where(lambda k: k >> 128 == serial)
 _NOTHING: frozenset[int] = frozenset()
 #: Readings a Lark grammar's configuration may carry (python.lark: brackets nested 5 deep); a lexeme
 #: that would need more is refused, by the mask and by accept_token alike
@@ -320,11 +330,11 @@ class CompiledGrammar:
 
     def cached_masks(self) -> int:
         """How many of this grammar's masks the process-wide cache holds."""
-        return sum(1 for k in MASKS.data if k >> 128 == self._serial)
+        return cached_mask_count(self._serial)
 
     def clear_masks(self) -> None:
         """Forget this grammar's cached masks (tests and cold-start measurements)."""
-        MASKS.discard_where(lambda k: k >> 128 == self._serial)
+        forget_masks(self._serial)
 
     def stats(self) -> dict:
         return {

@@ -8,13 +8,11 @@ is no parser to run.  Masks are cached in the process-wide mask cache like every
 """
 from __future__ import annotations
 
-import threading
-
 import numpy as np
 
 from ..automata.fsa import NFATables
 from ..uids import new_uid
-from .compiled import MASKS
+from .compiled import MASKS, cached_mask_count, forget_masks
 from ..automata.lazy_dfa import LazyDFA
 from .trie import TokenTrie
 
@@ -58,7 +56,6 @@ class LazyRegexGrammar:
         self.eos_ids = tuple(t for t in tokenizer.eos_ids if t < self.vocab_size)
         self._serial = new_uid()
         self._uid = self._serial << 128
-        self._lock = threading.Lock()
 
     # -- the grammar interface the Matcher reads -------------------------------------
     def lexer_for(self, cid: int, first=None) -> _OneLexer:
@@ -104,10 +101,10 @@ class LazyRegexGrammar:
         return self.dfa.nbytes
 
     def cached_masks(self) -> int:
-        return sum(1 for k in MASKS.data if k >> 128 == self._serial)
+        return cached_mask_count(self._serial)
 
     def clear_masks(self) -> None:
-        MASKS.discard_where(lambda k: k >> 128 == self._serial)
+        forget_masks(self._serial)
 
     def stats(self) -> dict:
         return {"terminals": 1, "rules": 0, "configs": 1, "lexers": 1, "lazy_states": self.dfa.n_states,

@@ -386,6 +386,7 @@ def relaxed_pattern(pattern: str, flags: int = 0) -> str | None:
     pattern is checked where the value ends."""
     tree = parse(pattern, flags)
     groups: dict[int, list] = {}
+    changed = False
 
     def collect(items) -> None:
         for op, av in items:
@@ -402,23 +403,25 @@ def relaxed_pattern(pattern: str, flags: int = 0) -> str | None:
                 collect(av)
 
     def relax(items) -> list:
+        nonlocal changed
         out = []
         for op, av in items:
             if op in (C.MAX_REPEAT, C.MIN_REPEAT, C.POSSESSIVE_REPEAT):
                 lo, hi, body = av
                 if lo > RELAXED_BOUND or (hi != C.MAXREPEAT and hi > RELAXED_BOUND):
-                    lo, hi = min(lo, RELAXED_BOUND), C.MAXREPEAT
+                    lo, hi, changed = min(lo, RELAXED_BOUND), C.MAXREPEAT, True
                 out.append((C.MAX_REPEAT, (lo, hi, relax(body))))
             elif op is C.SUBPATTERN:
                 out.append((op, (None, av[1], av[2], relax(av[3]))))
             elif op is C.BRANCH:
                 out.append((op, (None, [relax(a) for a in av[1]])))
             elif op is C.GROUPREF and av in groups:
+                changed = True
                 out.append((C.SUBPATTERN, (None, 0, 0, relax(groups[av]))))
             elif op is C.ATOMIC_GROUP:
                 out.append((C.SUBPATTERN, (None, 0, 0, relax(av))))
             elif op in (C.ASSERT, C.ASSERT_NOT) or (op is C.AT and av in (C.AT_BOUNDARY, C.AT_NON_BOUNDARY)):
-                continue
+                changed = True
             else:
                 out.append((op, av))
         return out
@@ -428,6 +431,7 @@ def relaxed_pattern(pattern: str, flags: int = 0) -> str | None:
         text = unparse(relax(list(tree)))
     except (UnsupportedFeature, KeyError):
         return None
+    if not changed:
+        return None
     global_flags = "".join(ch for bit, ch in _FLAG_LETTERS if tree.state.flags & bit and ch in "imsa")
-    text = (f"(?{global_flags})" if global_flags else "") + text
-    return None if text == pattern else text
+    return (f"(?{global_flags})" if global_flags else "") + text

@@ -7,7 +7,6 @@ from ...errors import GrammarError, SchemaError, UnsupportedFeature
 from ..formats import FORMAT_REGEXES, UNSUPPORTED_FORMATS
 from ...automata.fsa import DFA, difference, difference_literals
 from ..ir import Expr, Graph, alt, seq
-from ..regex import python_regex
 from ..regex_syntax import relaxed_pattern
 from ..json_strings import CHUNK_CHARS, MAX_DIRECT_LENGTH, chunk_terminals, string_dfa, string_forms, tail_terminal
 from .json_values import check_pattern, tighten_counts
@@ -63,8 +62,9 @@ class StringsMixin:
             # patterns relaxed (counted repetitions opened, backreferences as their groups: every
             # string the pattern matches, usually more) keep the string close to the pattern
             relaxed = tuple(r for r in (_relaxed(p) for p in patterns) if r is not None)
-            for approx in ((patterns, formats), (relaxed, formats), ((), formats), (patterns, ()), (relaxed, ()),
-                           ((), ())):
+            exact, fmts = tuple(patterns), tuple(formats)
+            for approx in dict.fromkeys(((exact, fmts), (relaxed, fmts), ((), fmts), (exact, ()), (relaxed, ()),
+                                         ((), ()))):
                 try:  # the tightest over-approximation that compiles (dropping bounds, then patterns...)
                     d = string_dfa(tuple(approx[0]), 0, None, tuple(approx[1]))
                     break
@@ -142,9 +142,9 @@ class StringsMixin:
 
 
 def _relaxed(pattern: str) -> str | None:
-    """``pattern`` over-approximated for an automaton (:func:`relaxed_pattern`), in JSON Schema's
-    dialect (``\\p{...}`` written out); None when it cannot be."""
+    """``pattern`` over-approximated for an automaton (:func:`relaxed_pattern`); None when it cannot
+    be or nothing in it can be relaxed."""
     try:
-        return relaxed_pattern(python_regex(pattern))
+        return relaxed_pattern(pattern)
     except (GrammarError, UnsupportedFeature):
         return None
