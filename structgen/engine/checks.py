@@ -203,11 +203,11 @@ def _duplicates(g, cid2: int, tracker: tuple, buf, end: int, record: bool):
     and the tracker with the completed item recorded (when ``record``)."""
     frames_of = g.checks.item_frames
     stacks = g.parser.stacks[cid2]
-    done = [i for i, st in enumerate(stacks) if st[-1] in frames_of]
+    done = [i for i, (frame, _) in enumerate(stacks) if frame in frames_of]
     if not done:
         return None, tracker
     in_str, esc, frames, closed, root = tracker
-    cur = _current_item(frames, buf, end, frames_of[stacks[done[0]][-1]], g.checks)
+    cur = _current_item(frames, buf, end, frames_of[stacks[done[0]][0]], g.checks)
     if cur is None:
         return None, tracker
     top, ident = cur
@@ -219,39 +219,48 @@ def _duplicates(g, cid2: int, tracker: tuple, buf, end: int, record: bool):
 
 
 def pruned(g, cid: int, terms: tuple, tracker: tuple, buf, end: int) -> int:
-    """Before scanning ``terms`` from ``cid`` (the lexeme ending at ``end``): drop the stacks whose
-    reading completes a checked value that fails (-1 when no stack is left)."""
+    """Before scanning ``terms`` from ``cid`` (the lexeme ending at ``end``): drop the readings
+    whose lexeme completes a checked value that fails -- an item whose rule fails, or the returns
+    of its call through which a failing rule completes (-1 when no reading is left)."""
     checks = g.checks
-    stacks = g.parser.stacks[cid]
-    autos = g.parser.autos
-    failing = None
+    parser = g.parser
+    stacks = parser.stacks[cid]
+    autos = parser.autos
+    done = checks.rule_done
     context = None
-    for i, st in enumerate(stacks):
-        top = st[-1]
-        r, s = top >> FRAME_BITS, top & FRAME_MASK
+    verdicts: dict[int, bool] = {}
+
+    def fails(rule: int) -> bool:
+        nonlocal context
+        if rule not in checks.value:
+            return False
+        hit = verdicts.get(rule)
+        if hit is None:
+            if context is None:
+                context = CheckContext(bytes(buf[:end]), value_start(tracker), end, tracker[3])
+            hit = verdicts[rule] = context.start < 0 or not checks.verdict(rule, context.output[context.start:], context)
+        return hit
+
+    memo: dict[int, int] = {}
+    kept = []
+    changed = False
+    for item in stacks:
+        frame, k = item
+        r, s = frame >> FRAME_BITS, frame & FRAME_MASK
         edges, base = autos[r].term_next, s << TERM_SHIFT
         for t in terms:
             nxt = edges.get(base | t)
-            if nxt is None:
+            if nxt is None or not done[r][nxt]:
                 continue
-            k, rr, ss = len(st) - 1, r, nxt
-            ok = True
-            while checks.rule_done[rr][ss]:  # the rule ends with this lexeme: it pops, and maybe its caller
-                if rr in checks.value:
-                    if context is None:
-                        start = value_start(tracker)
-                        context = CheckContext(bytes(buf[:end]), start, end, tracker[3])
-                    if context.start < 0 or not checks.verdict(rr, context.output[context.start:], context):
-                        ok = False
-                        break
-                k -= 1
-                if k < 0:
-                    break
-                rr, ss = st[k] >> FRAME_BITS, st[k] & FRAME_MASK
-            if not ok:
-                failing = (failing or set()) | {i}
-                break
-    return cid if not failing else g.parser.without_stacks(cid, failing)
+            # the rule ends with this lexeme: it returns, and maybe its callers end too
+            k2 = -1 if fails(r) else parser.filtered_call(k, done, fails, memo)
+            if k2 != k:
+                changed = True
+                item = (frame, k2) if k2 >= 0 else None
+            break
+        if item is not None:
+            kept.append(item)
+    return parser.with_stacks(cid, tuple(kept)) if changed else cid
 
 
 def ended(g, cid: int, terms: tuple, tracker: tuple, buf, end: int) -> int:

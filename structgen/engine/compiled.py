@@ -63,7 +63,7 @@ def _indent_ids(ir: GrammarIR, term_index: dict[str, int]) -> IndentIds | None:
     if cfg is None:
         return None
     columns = {term_index[n]: t.column for n, t in ir.terminals.items() if t.lexeme_of == cfg.newline}
-    return IndentIds(term_index[cfg.newline], columns,
+    return IndentIds(term_index[cfg.newline], columns, {c: t for t, c in columns.items()},
                      frozenset(term_index[n] for n in cfg.open_paren if n in term_index),
                      frozenset(term_index[n] for n in cfg.close_paren if n in term_index),
                      term_index[cfg.indent], term_index[cfg.dedent], cfg.max_column)

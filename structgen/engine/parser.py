@@ -1,11 +1,14 @@
-"""The parser: sets of rule stacks, interned so that equal states share an id.
+"""The parser over rule automata: a graph-structured stack, interned so equal states share an id.
 
-A *configuration* is the set of stacks the grammar could be in at a lexeme
-boundary (several when the grammar is ambiguous, e.g. ``anyOf``), each closed
-so its top frame expects a terminal.  Interning turns configurations into
-small integers, and ``scan`` is memoised: in practice the parser behaves like
-a lazily built DFA over terminals, which makes masks cacheable by state and
-rollback a matter of popping a history list.
+A *configuration* is what the grammar could be at a lexeme boundary: a set of *items* (a rule
+automaton's state expecting a terminal, and the *call* it runs in).  A call node is a rule
+called at some position with the set of places it returns to (a frame in the caller and the
+caller's call), so every reading that calls one rule at one position shares one node, as in a
+GLR parser's graph-structured stack: ambiguity and nesting add items and returns instead of
+multiplying whole stacks.  Call nodes are hash-consed, so configurations compare by value;
+interning turns them into small integers and ``scan`` is memoised: the parser behaves like a
+lazily built DFA over terminals, which makes masks cacheable by state and rollback a matter of
+popping a history list.
 """
 from __future__ import annotations
 
@@ -18,16 +21,40 @@ from .rules import TERM_SHIFT, RuleAutomaton
 FRAME_BITS = 22
 FRAME_MASK = (1 << FRAME_BITS) - 1
 MAX_STACKS = 4096
-MAX_DEPTH = 4096
+#: the call a start rule returns to: the output may end there
+END = -1
+INF = float("inf")
+
+
+def _callers_first(rules: list, inside: dict) -> tuple:
+    """``rules`` ordered so each comes after the rules that call it at the same position
+    (``inside``: rule -> the frames it returns to there; no left recursion, so no cycle)."""
+    out: list = []
+    done: set = set()
+    for x in rules:
+        work = [(x, False)]
+        while work:
+            y, ready = work.pop()
+            if y in done:
+                continue
+            if ready:
+                done.add(y)
+                out.append(y)
+                continue
+            work.append((y, True))
+            work.extend((f >> FRAME_BITS, False) for f in inside[y] if (f >> FRAME_BITS) not in done)
+    return tuple(out)
 
 
 @dataclass(frozen=True)
 class IndentIds:
     """An indenter (``structgen.grammar.indenter``) in terminal ids: the newline symbol, the
-    column of each of its lexed parts, the bracket terminals, the indent and dedent symbols."""
+    column of each of its lexed parts (-1: the part that matches every column), the part of
+    each column, the bracket terminals, the indent and dedent symbols."""
 
     newline: int
     columns: dict
+    part_of: dict
     open_paren: frozenset
     close_paren: frozenset
     indent: int
@@ -37,7 +64,8 @@ class IndentIds:
 
 class Parser:
     """Configurations are kept in dicts keyed by configuration id, of plain tuples and ints
-    (stacks: tuples of frames; a configuration's stack set and allowed terminals: sorted tuples).
+    (``stacks``: a configuration's items, sorted (frame, call id) pairs; allowed terminals: sorted
+    tuples; ``positions``: dicts of ints and such tuples).
     The garbage collector drops tuples of ints from its tracking once it has seen them, and then
     dicts holding only such values, so a grammar's parser memo -- tens of thousands of entries on
     a large schema -- costs its full passes nothing; lists (always tracked, every item rescanned),
@@ -47,9 +75,8 @@ class Parser:
                  lexed_as: dict[int, tuple[int, ...]] | None = None, symbol_of: dict[int, int] | None = None,
                  indenter: "IndentIds | None" = None, max_stacks: int = MAX_STACKS, refuse_ambiguous: bool = False):
         self.autos = autos
-        # a configuration carries every reading (no graph-structured stack): nesting multiplies
-        # them (python.lark: 3x a bracket level).  ``refuse_ambiguous``: a lexeme after which
-        # there would be more than ``max_stacks`` is refused (Lark grammars) instead of raising
+        # ``refuse_ambiguous``: a lexeme after which there would be more than ``max_stacks``
+        # items is refused (Lark grammars) instead of raising
         self.max_stacks = max_stacks
         self.refuse_ambiguous = refuse_ambiguous
         self.start_rule = start_rule
@@ -78,62 +105,146 @@ class Parser:
         self._cost: dict[int, float] = {}
         self._searched: dict[int, float] = {}
         ctx = (0, (0,)) if indenter is not None else None
-        self.initial = self._intern(*self._close_all([((start_rule << FRAME_BITS) | 0,)]), False, ctx)
+        #: the graph-structured stack's nodes, one per position that called rules (see _close_all):
+        #: id -> the rules called there from outside -> their outside returns (sorted (frame, call))
+        self.positions: list[dict] = []
+        self._position_index: dict[tuple, int] = {}
+        self._templates: dict[frozenset, tuple] = {}
+        self._rets: dict[int, tuple] = {}
+        self._indent_after: dict[tuple, bool] = {}
+        self._call_cost: dict[int, float] = {}
+        self._costed = 0
+        self._n_rules = len(autos)
+        k0 = self._position({start_rule: ((0, END),)}) * self._n_rules + start_rule
+        self.initial = self._intern(*self._close_all([(start_rule << FRAME_BITS, k0)]), False, ctx)
 
     @property
     def n_configs(self) -> int:
         return len(self.stacks)
 
     # -- construction -------------------------------------------------------
-    def _closure_of(self, stack: tuple) -> tuple[tuple, bool]:
-        hit = self._closure.get(stack)
+    def _position(self, roots: dict) -> int:
+        """The node of a position where ``roots`` (rule -> its callers' returns, sorted (frame,
+        call) pairs) were called, hash-consed so equal futures share one id.  Call ``x`` made
+        there is the int ``position * n_rules + x``; what the roots call in turn follows from the
+        roots alone (:meth:`_template`), so they are the whole key."""
+        key = tuple(sorted(roots.items()))
+        p = self._position_index.get(key)
+        if p is None:
+            p = len(self.positions)
+            self.positions.append(dict(key))
+            self._position_index[key] = p
+        return p
+
+    def _template(self, roots: frozenset) -> tuple:
+        """What calling ``roots`` at one position predicts, the same wherever it happens: the
+        frames expecting a terminal (each in the call of its own rule), per rule called the
+        frames it returns to from inside (its callers there), the rules in call order (callers
+        first) and the rules that may end there without a byte (their callers continue)."""
+        hit = self._templates.get(roots)
         if hit is not None:
             return hit
         autos = self.autos
-        out = set()
-        can_end = False
-        work = [stack]
+        level = {m: [set(), False] for m in roots}
+        order = list(roots)
+        tops = []
         seen = set()
+        work = [m << FRAME_BITS for m in order]
         while work:
-            st = work.pop()
-            if st in seen:
+            frame = work.pop()
+            if frame in seen:
                 continue
-            seen.add(st)
-            if not st:
-                can_end = True
-                continue
-            if len(st) > MAX_DEPTH:
-                raise GrammarError(f"nesting deeper than {MAX_DEPTH} levels")
-            top = st[-1]
-            r, s = top >> FRAME_BITS, top & FRAME_MASK
+            seen.add(frame)
+            r, s = frame >> FRAME_BITS, frame & FRAME_MASK
             a = autos[r]
             if a.terms[s]:
-                out.add(st)
-            below = st[:-1]
+                tops.append(frame)
             for n, nxt in a.nt_edges[s]:
-                work.append(below + ((r << FRAME_BITS) | nxt, n << FRAME_BITS))
+                ret = (r << FRAME_BITS) | nxt
+                lv = level.get(n)
+                if lv is None:
+                    lv = level[n] = [set(), False]
+                    order.append(n)
+                    work.append(n << FRAME_BITS)
+                if ret not in lv[0]:
+                    lv[0].add(ret)
+                    if lv[1]:  # n already ended here (it may be empty): the new caller continues too
+                        work.append(ret)
             if a.final[s]:
-                work.append(below)
-        res = (tuple(sorted(out)), can_end)
-        if len(self._closure) < 200_000:
-            self._closure[stack] = res
-        return res
+                lv = level[r]
+                lv[1] = True
+                work.extend(lv[0])
+        inside = {x: tuple(sorted(lv[0])) for x, lv in level.items()}
+        hit = self._templates[roots] = (tuple(sorted(tops)), inside, _callers_first(order, inside),
+                                        frozenset(x for x, lv in level.items() if lv[1]))
+        return hit
 
-    def _close_all(self, stacks) -> tuple[tuple, bool]:
-        if len(stacks) == 1:  # the usual case: one closure, already sorted
-            res = self._closure_of(stacks[0])
-            if len(res[0]) > self.max_stacks:
-                self._too_ambiguous()
-            return res
-        out: set = set()
+    def _nullable(self, rule: int) -> bool:
+        return rule in self._template(frozenset((rule,)))[3]
+
+    def returns(self, call: int) -> tuple:
+        """Where ``call`` returns to: (frame, call) pairs, ``END`` as the call when the output may end."""
+        rets = self._rets.get(call)
+        if rets is None:
+            p, x = divmod(call, self._n_rules)
+            roots = self.positions[p]
+            inside = self._template(frozenset(roots))[1].get(x, ())
+            base = p * self._n_rules
+            rets = roots.get(x, ()) + tuple((f, base + (f >> FRAME_BITS)) for f in inside)
+            if len(self._rets) > 500_000:
+                self._rets.clear()
+            self._rets[call] = rets
+        return rets
+
+    def _close_all(self, active) -> tuple[tuple, bool]:
+        """The items of ``active`` and everything they call at this position, expanded until each
+        item expects a terminal: (the sorted items expecting a terminal, whether the output may
+        end).  Every call of one rule at this position shares one call node whose returns are the
+        union of its callers' (the GSS's packing), so nesting adds items instead of multiplying
+        readings; what the called rules call in turn comes from a template cached per set of
+        rules, so a closure costs the items that moved, not the ~50 rules an expression opens."""
+        key = tuple(sorted(set(active)))
+        hit = self._closure.get(key)
+        if hit is not None:
+            return hit
+        autos = self.autos
+        tops = []
         can_end = False
-        for st in stacks:
-            s, e = self._closure_of(st)
-            out.update(s)
-            can_end |= e
-            if len(out) > self.max_stacks:
-                self._too_ambiguous()
-        return tuple(sorted(out)), can_end
+        roots: dict[int, set] = {}
+        seen = set()
+        work = list(key)
+        while work:
+            item = work.pop()
+            if item in seen:
+                continue
+            seen.add(item)
+            frame, k = item
+            if k == END:
+                can_end = True
+                continue
+            r, s = frame >> FRAME_BITS, frame & FRAME_MASK
+            a = autos[r]
+            if a.terms[s]:
+                tops.append(item)
+            for n, nxt in a.nt_edges[s]:
+                ret = ((r << FRAME_BITS) | nxt, k)
+                rs = roots.get(n)
+                if rs is None:
+                    rs = roots[n] = set()
+                rs.add(ret)
+                if self._nullable(n):  # n may end here: its caller continues
+                    work.append(ret)
+            if a.final[s]:
+                work.extend(self.returns(k))
+        if roots:
+            base = self._position({n: tuple(sorted(rs)) for n, rs in roots.items()}) * self._n_rules
+            tops.extend((f, base + (f >> FRAME_BITS)) for f in self._template(frozenset(roots))[0])
+        if len(tops) > self.max_stacks:
+            self._too_ambiguous()
+        res = (tuple(sorted(tops)), can_end)
+        if len(self._closure) < 200_000:
+            self._closure[key] = res
+        return res
 
     def _too_ambiguous(self):
         raise GrammarError(
@@ -145,9 +256,8 @@ class Parser:
         cid = self._index.get(key)
         if cid is None:
             allowed = set()
-            for st in stacks:
-                top = st[-1]
-                allowed.update(self.autos[top >> FRAME_BITS].terms[top & FRAME_MASK])
+            for frame, _ in stacks:
+                allowed.update(self.autos[frame >> FRAME_BITS].terms[frame & FRAME_MASK])
             end = can_end
             ind = self.indenter
             if ind is not None:
@@ -162,7 +272,10 @@ class Parser:
             if self.lexed_as:
                 parts = set()
                 for t in allowed:
-                    parts.update(self.lexed_as.get(t, (t,)))
+                    if ind is not None and t == ind.newline:
+                        parts.update(self._newline_parts(stacks, ctx))
+                    else:
+                        parts.update(self.lexed_as.get(t, (t,)))
                 allowed = parts
             cid = len(self.stacks)
             self.stacks[cid] = stacks
@@ -174,6 +287,27 @@ class Parser:
             self._index[key] = cid
         return cid
 
+    def _newline_parts(self, stacks: tuple, ctx: tuple) -> tuple:
+        """The newline's lexed parts the lexer needs here: the one of any column (its lexemes end
+        where every column's would; its column is refused), and the columns a newline may end at
+        outside brackets -- an open block's (a dedent or none) and, where the grammar takes an
+        indent after the newline, every deeper one.  Inside brackets no column matters."""
+        ind = self.indenter
+        part_of = ind.part_of
+        out = [part_of[-1]]
+        if ctx[0] > 0:
+            return out
+        levels = ctx[1]
+        out.extend(part_of[c] for c in levels if c in part_of)
+        moved = tuple(self._move(stacks, (ind.newline,)))
+        indent = self._indent_after.get(moved)
+        if indent is None:  # the items a newline moves are few and shared along a statement
+            indent = self._indent_after[moved] = bool(moved) and bool(
+                self._move(self._close_all(moved)[0], (ind.indent,)))
+        if indent:
+            out.extend(part_of[c] for c in range(levels[-1] + 1, ind.max_column + 1) if c in part_of)
+        return out
+
     def _ends_after_dedents(self, stacks: tuple, n: int) -> bool:
         """Whether the output may end once ``n`` dedents close the open blocks."""
         for _ in range(n):
@@ -184,16 +318,15 @@ class Parser:
         return can_end
 
     def _move(self, stacks: tuple, real: tuple) -> list:
-        """The stacks after a lexeme of any of ``real`` (grammar symbols)."""
+        """The items after a lexeme of any of ``real`` (grammar symbols)."""
         moved = []
-        for st in stacks:
-            top = st[-1]
-            r, s = top >> FRAME_BITS, top & FRAME_MASK
+        for frame, k in stacks:
+            r, s = frame >> FRAME_BITS, frame & FRAME_MASK
             edges, base = self.autos[r].term_next, s << TERM_SHIFT
             for t in real:
                 nxt = edges.get(base | t)
                 if nxt is not None:
-                    moved.append(st[:-1] + ((r << FRAME_BITS) | nxt,))
+                    moved.append(((r << FRAME_BITS) | nxt, k))
         return moved
 
     # -- queries ----------------------------------------------------------------
@@ -220,7 +353,7 @@ class Parser:
         if self.symbol_of:
             sym = self.symbol_of
             if ind is not None:
-                column = next((ind.columns[t] for t in terms if t in ind.columns), None)
+                column = max((ind.columns[t] for t in terms if t in ind.columns), default=None)
             terms = tuple(sorted({sym.get(t, t) for t in terms}))
         if column is not None:
             res = self._scan_newline(cid, ctx, column)
@@ -252,8 +385,8 @@ class Parser:
         depth, levels = ctx
         if depth > 0:
             return cid
-        if column > ind.max_column:
-            return -1  # deeper than the indenter's bound (IndenterConfig.max_column)
+        if column < 0 or column > ind.max_column:
+            return -1  # a column no open block has and no indent takes, or past IndenterConfig.max_column
         moved = self._move(self.stacks[cid], (ind.newline,))
         if not moved:
             return -1
@@ -276,12 +409,9 @@ class Parser:
         return self._intern(stacks, can_end, False, (0, levels))
 
     def without_stacks(self, cid: int, drop) -> int:
-        """The configuration without the stacks at indices ``drop`` (-1 if none is left): a check
+        """The configuration without the items at indices ``drop`` (-1 if none is left): a check
         at a value boundary (structgen.engine.checks) failed for those readings."""
-        kept = tuple(st for i, st in enumerate(self.stacks[cid]) if i not in drop)
-        if not kept:
-            return -1
-        return self._intern(kept, self._base_end[cid], self.after_ignore[cid], self.context[cid])
+        return self.with_stacks(cid, tuple(st for i, st in enumerate(self.stacks[cid]) if i not in drop))
 
     def searched_cost(self, cid: int, lengths, limit: int = 300) -> float:
         """Fewest bytes of lexemes that finish the output from ``cid``, by an A* search over
@@ -335,11 +465,55 @@ class Parser:
         """Min bytes of lexemes needed to finish from this configuration."""
         c = self._cost.get(cid)
         if c is None:
-            best = 0.0 if self.can_end[cid] else float("inf")
-            for st in self.stacks[cid]:
-                total = 0.0
-                for fr in st:
-                    total += self.autos[fr >> FRAME_BITS].cost[fr & FRAME_MASK]
-                best = min(best, total)
+            best = 0.0 if self.can_end[cid] else INF
+            call_cost = self._call_costs()
+            for frame, k in self.stacks[cid]:
+                best = min(best, self.autos[frame >> FRAME_BITS].cost[frame & FRAME_MASK] + call_cost[k])
             self._cost[cid] = c = best
         return c
+
+    def _call_costs(self) -> dict[int, float]:
+        """Per call: min bytes of lexemes from its return to the end of the output (filled
+        position by position, callers first: a call's returns are priced before it)."""
+        out, autos, nr = self._call_cost, self.autos, self._n_rules
+        for p in range(self._costed, len(self.positions)):
+            for x in self._template(frozenset(self.positions[p]))[2]:
+                best = INF
+                for frame, below in self.returns(p * nr + x):
+                    if below == END:
+                        best = 0.0
+                    else:
+                        best = min(best, autos[frame >> FRAME_BITS].cost[frame & FRAME_MASK] + out[below])
+                out[p * nr + x] = best
+        self._costed = len(self.positions)
+        return out
+
+    def filtered_call(self, k: int, done, fails, memo: dict) -> int:
+        """Call ``k`` without the returns through which a completing rule fails: a return whose
+        frame's rule is ``done`` there completes too, and is dropped when ``fails(rule)``, else
+        filtered the same way below (-1 when no return is left; ``k`` when nothing changed)."""
+        got = memo.get(k)
+        if got is not None:
+            return got
+        rets = self.returns(k)
+        kept = []
+        for frame, below in rets:
+            r, s = frame >> FRAME_BITS, frame & FRAME_MASK
+            if below != END and done[r][s]:
+                if fails(r):
+                    continue
+                below = self.filtered_call(below, done, fails, memo)
+                if below < 0:
+                    continue
+            kept.append((frame, below))
+        kept = tuple(kept)
+        x = k % self._n_rules
+        got = memo[k] = k if kept == rets else (self._position({x: tuple(sorted(kept))}) * self._n_rules + x
+                                                if kept else -1)
+        return got
+
+    def with_stacks(self, cid: int, stacks: tuple) -> int:
+        """Configuration ``cid`` with its items replaced by ``stacks`` (-1 when empty)."""
+        if not stacks:
+            return -1
+        return self._intern(tuple(sorted(set(stacks))), self._base_end[cid], self.after_ignore[cid], self.context[cid])

@@ -238,6 +238,11 @@ def lark_to_ir(text: str, *, start: str | list[str] | tuple[str, ...] = "start",
             for col, part in split_by_column(dfa, cfg.tab_len, cfg.max_column).items():
                 name = f"{t.name}@col{col}"
                 ir.terminals[name] = Terminal(name, part, is_ignored, lexeme_of=t.name, column=col)
+            # the newline at any column: where the parser can use only a few columns (inside
+            # brackets none matters), the lexer holds those and this one, which keeps the lexemes
+            # where they end without the product of every column's automaton
+            name = f"{t.name}@any"
+            ir.terminals[name] = Terminal(name, dfa, is_ignored, lexeme_of=t.name, column=-1)
         elif follow:
             ir.terminals[t.name] = Terminal(t.name, dfa, is_ignored, lexable=False)
             for i, (cond, part) in enumerate(_split_by_follow(dfa, follow)):

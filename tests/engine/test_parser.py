@@ -71,3 +71,37 @@ def test_ignored_lexemes_never_twice_in_a_row_without_repeats(smol_info):
     c = p.scan(p.initial, ws)
     assert c >= 0 and p.scan(c, ws) == -1
     assert p.scan(c, _lit(g2, "(")) >= 0
+
+
+NESTED = r"""
+start: e
+e: a | b | c
+a: "(" e ")"
+b: "(" e "]"
+c: "(" e "}" | "x"
+"""
+
+
+def test_nesting_adds_items_instead_of_multiplying_stacks(smol_info):
+    """Each "(" opens three readings; the graph-structured stack packs them into one call of ``e``
+    with three returns, so 40 levels hold 3 items (whole stacks would be 3^40), and the closing
+    brackets still decide exactly which readings were right."""
+    g = GrammarCompiler(smol_info).compile_lark(NESTED)
+    p = g.parser
+    names = {"(": "LPAR", ")": "RPAR", "]": "RSQB", "}": "RBRACE", "x": "X"}
+
+    def run(text):
+        c = p.initial
+        for ch in text:
+            c = p.scan(c, _t(g, names[ch]))
+            if c < 0:
+                return c
+        return c
+
+    deep = run("(" * 40)
+    assert len(p.stacks[deep]) == 3 and len(p.positions) < 100
+    closers = ")]}" * 14
+    done = run("(" * 40 + "x" + closers[:40])
+    assert done >= 0 and p.can_end[done]
+    assert not p.can_end[run("(" * 40 + "x" + closers[:39])]
+    assert p.can_end[run("((x)]")] and run("((x))x") < 0

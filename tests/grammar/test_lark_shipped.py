@@ -133,6 +133,24 @@ def test_soft_keywords_are_names_where_a_name_fits_and_hard_keywords_never(compi
         assert not _accepts_bytes(g, text), text
 
 
+def test_a_hundred_nested_brackets_are_accepted(compilers):
+    """The parser's graph-structured stack packs the readings each bracket opens (python.lark's
+    call, tuple, generator and subscript all start an expression), so depth adds items, never
+    multiplies them: 100 levels of calls, lists and tuples parse, and the mask inside is exact."""
+    c = CORPORA["python"]
+    parser = c.lark_parser()
+    g = _compile(compilers["smollm2"], c)
+    text = "x = " + "".join("f([(" for _ in range(34)) + "1" + "".join(")])" for _ in range(34)) + "\n"
+    assert text.count("(") + text.count("[") >= 100 and lark_parses(parser, text)
+    assert _accepts_bytes(g, text)
+    m = Matcher(g)
+    assert m.accept_bytes(text[:text.index("1")].encode())
+    assert len(g.parser.stacks[m._state[0]]) < 200
+    allowed = mask_set(m)
+    assert allowed == brute_force_mask(m)
+    assert not _accepts_bytes(g, text[:-2] + "\n")  # one bracket short
+
+
 LIBRARY_USER = r"""
 start: pair ("," pair)*
 pair: ESCAPED_STRING ":" (SIGNED_NUMBER | CNAME | LETTER+)
