@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from ..grammar.ir import CheckContext, DistinctItems, ValueCheck
 from .json_tracker import track, value_start
-from .parser import FRAME_BITS, FRAME_MASK
+from .parser import CALL_SHIFT, FRAME_BITS, FRAME_MASK, ITEM_FRAME
 from .rules import TERM_SHIFT
 
 __all__ = ["GrammarChecks", "CheckRun", "can_end_checked"]
@@ -203,11 +203,11 @@ def _duplicates(g, cid2: int, tracker: tuple, buf, end: int, record: bool):
     and the tracker with the completed item recorded (when ``record``)."""
     frames_of = g.checks.item_frames
     stacks = g.parser.stacks[cid2]
-    done = [i for i, (frame, _) in enumerate(stacks) if frame in frames_of]
+    done = [i for i, item in enumerate(stacks) if item & ITEM_FRAME in frames_of]
     if not done:
         return None, tracker
     in_str, esc, frames, closed, root = tracker
-    cur = _current_item(frames, buf, end, frames_of[stacks[done[0]][0]], g.checks)
+    cur = _current_item(frames, buf, end, frames_of[stacks[done[0]] & ITEM_FRAME], g.checks)
     if cur is None:
         return None, tracker
     top, ident = cur
@@ -245,7 +245,7 @@ def pruned(g, cid: int, terms: tuple, tracker: tuple, buf, end: int) -> int:
     kept = []
     changed = False
     for item in stacks:
-        frame, k = item
+        frame, k = item & ITEM_FRAME, item >> CALL_SHIFT
         r, s = frame >> FRAME_BITS, frame & FRAME_MASK
         edges, base = autos[r].term_next, s << TERM_SHIFT
         for t in terms:
@@ -256,7 +256,7 @@ def pruned(g, cid: int, terms: tuple, tracker: tuple, buf, end: int) -> int:
             k2 = -1 if fails(r) else parser.filtered_call(k, done, fails, memo)
             if k2 != k:
                 changed = True
-                item = (frame, k2) if k2 >= 0 else None
+                item = (k2 << CALL_SHIFT) | frame if k2 >= 0 else None
             break
         if item is not None:
             kept.append(item)

@@ -38,8 +38,9 @@ def forget_masks(serial: int) -> None:
     """Drop the masks of the grammar numbered ``serial`` from MASKS."""
     MASKS.discard_where(lambda k: k >> 128 == serial)
 _NOTHING: frozenset[int] = frozenset()
-#: Readings a Lark grammar's configuration may carry (python.lark: brackets nested 5 deep); a lexeme
-#: that would need more is refused, by the mask and by accept_token alike
+#: Items a Lark grammar's configuration may carry (the parser's graph-structured stack packs nested
+#: readings, so python.lark stays near 50 at any bracket depth); a lexeme that would need more is
+#: refused, by the mask and by accept_token alike
 LARK_MAX_STACKS = 4096
 
 

@@ -20,6 +20,10 @@ from .rules import TERM_SHIFT, RuleAutomaton
 
 FRAME_BITS = 22
 FRAME_MASK = (1 << FRAME_BITS) - 1
+#: an item, and a return, is one int: ``call << CALL_SHIFT | frame`` (ints hash and sort faster
+#: than pairs, and a configuration of ~50 items is hashed on every lookup)
+CALL_SHIFT = 48
+ITEM_FRAME = (1 << CALL_SHIFT) - 1
 MAX_STACKS = 4096
 #: the call a start rule returns to: the output may end there
 END = -1
@@ -64,7 +68,7 @@ class IndentIds:
 
 class Parser:
     """Configurations are kept in dicts keyed by configuration id, of plain tuples and ints
-    (``stacks``: a configuration's items, sorted (frame, call id) pairs; allowed terminals: sorted
+    (``stacks``: a configuration's items, sorted ints ``call << CALL_SHIFT | frame``; allowed terminals: sorted
     tuples; ``positions``: dicts of ints and such tuples).
     The garbage collector drops tuples of ints from its tracking once it has seen them, and then
     dicts holding only such values, so a grammar's parser memo -- tens of thousands of entries on
@@ -106,7 +110,7 @@ class Parser:
         self._searched: dict[int, float] = {}
         ctx = (0, (0,)) if indenter is not None else None
         #: the graph-structured stack's nodes, one per position that called rules (see _close_all):
-        #: id -> the rules called there from outside -> their outside returns (sorted (frame, call))
+        #: id -> the rules called there from outside -> their outside returns (sorted, as items)
         self.positions: list[dict] = []
         self._position_index: dict[tuple, int] = {}
         self._templates: dict[frozenset, tuple] = {}
@@ -115,8 +119,8 @@ class Parser:
         self._call_cost: dict[int, float] = {}
         self._costed = 0
         self._n_rules = len(autos)
-        k0 = self._position({start_rule: ((0, END),)}) * self._n_rules + start_rule
-        self.initial = self._intern(*self._close_all([(start_rule << FRAME_BITS, k0)]), False, ctx)
+        k0 = self._position({start_rule: (END << CALL_SHIFT,)}) * self._n_rules + start_rule
+        self.initial = self._intern(*self._close_all([(k0 << CALL_SHIFT) | (start_rule << FRAME_BITS)]), False, ctx)
 
     @property
     def n_configs(self) -> int:
@@ -175,7 +179,11 @@ class Parser:
                 lv[1] = True
                 work.extend(lv[0])
         inside = {x: tuple(sorted(lv[0])) for x, lv in level.items()}
-        hit = self._templates[roots] = (tuple(sorted(tops)), inside, _callers_first(order, inside),
+        # tops and returns as items of call 0 + their rule: a position adds its base call
+        hit = self._templates[roots] = (tuple(((f >> FRAME_BITS) << CALL_SHIFT) | f for f in sorted(tops)),
+                                        {x: tuple(((f >> FRAME_BITS) << CALL_SHIFT) | f for f in fs)
+                                         for x, fs in inside.items()},
+                                        _callers_first(order, inside),
                                         frozenset(x for x, lv in level.items() if lv[1]))
         return hit
 
@@ -183,14 +191,14 @@ class Parser:
         return rule in self._template(frozenset((rule,)))[3]
 
     def returns(self, call: int) -> tuple:
-        """Where ``call`` returns to: (frame, call) pairs, ``END`` as the call when the output may end."""
+        """Where ``call`` returns to, as items (``END`` as the call when the output may end)."""
         rets = self._rets.get(call)
         if rets is None:
             p, x = divmod(call, self._n_rules)
             roots = self.positions[p]
             inside = self._template(frozenset(roots))[1].get(x, ())
-            base = p * self._n_rules
-            rets = roots.get(x, ()) + tuple((f, base + (f >> FRAME_BITS)) for f in inside)
+            base = (p * self._n_rules) << CALL_SHIFT
+            rets = roots.get(x, ()) + tuple(base + i for i in inside)
             if len(self._rets) > 500_000:
                 self._rets.clear()
             self._rets[call] = rets
@@ -218,16 +226,17 @@ class Parser:
             if item in seen:
                 continue
             seen.add(item)
-            frame, k = item
+            k = item >> CALL_SHIFT
             if k == END:
                 can_end = True
                 continue
+            frame = item & ITEM_FRAME
             r, s = frame >> FRAME_BITS, frame & FRAME_MASK
             a = autos[r]
             if a.terms[s]:
                 tops.append(item)
             for n, nxt in a.nt_edges[s]:
-                ret = ((r << FRAME_BITS) | nxt, k)
+                ret = (k << CALL_SHIFT) | (r << FRAME_BITS) | nxt
                 rs = roots.get(n)
                 if rs is None:
                     rs = roots[n] = set()
@@ -237,8 +246,8 @@ class Parser:
             if a.final[s]:
                 work.extend(self.returns(k))
         if roots:
-            base = self._position({n: tuple(sorted(rs)) for n, rs in roots.items()}) * self._n_rules
-            tops.extend((f, base + (f >> FRAME_BITS)) for f in self._template(frozenset(roots))[0])
+            base = (self._position({n: tuple(sorted(rs)) for n, rs in roots.items()}) * self._n_rules) << CALL_SHIFT
+            tops.extend(base + i for i in self._template(frozenset(roots))[0])
         if len(tops) > self.max_stacks:
             self._too_ambiguous()
         res = (tuple(sorted(tops)), can_end)
@@ -248,7 +257,7 @@ class Parser:
 
     def _too_ambiguous(self):
         raise GrammarError(
-            f"the grammar is too ambiguous here (over {self.max_stacks} parse stacks); simplify anyOf/oneOf overlaps"
+            f"the grammar is too ambiguous here (over {self.max_stacks} parse items); simplify anyOf/oneOf overlaps"
         )
 
     def _intern(self, stacks: tuple, can_end: bool, after_ignore: bool, ctx: tuple | None = None) -> int:
@@ -256,8 +265,10 @@ class Parser:
         cid = self._index.get(key)
         if cid is None:
             allowed = set()
-            for frame, _ in stacks:
-                allowed.update(self.autos[frame >> FRAME_BITS].terms[frame & FRAME_MASK])
+            autos = self.autos
+            for item in stacks:
+                frame = item & ITEM_FRAME
+                allowed.update(autos[frame >> FRAME_BITS].terms[frame & FRAME_MASK])
             end = can_end
             ind = self.indenter
             if ind is not None:
@@ -320,13 +331,14 @@ class Parser:
     def _move(self, stacks: tuple, real: tuple) -> list:
         """The items after a lexeme of any of ``real`` (grammar symbols)."""
         moved = []
-        for frame, k in stacks:
+        for item in stacks:
+            frame = item & ITEM_FRAME
             r, s = frame >> FRAME_BITS, frame & FRAME_MASK
             edges, base = self.autos[r].term_next, s << TERM_SHIFT
             for t in real:
                 nxt = edges.get(base | t)
                 if nxt is not None:
-                    moved.append(((r << FRAME_BITS) | nxt, k))
+                    moved.append(item - s + nxt)
         return moved
 
     # -- queries ----------------------------------------------------------------
@@ -467,8 +479,9 @@ class Parser:
         if c is None:
             best = 0.0 if self.can_end[cid] else INF
             call_cost = self._call_costs()
-            for frame, k in self.stacks[cid]:
-                best = min(best, self.autos[frame >> FRAME_BITS].cost[frame & FRAME_MASK] + call_cost[k])
+            for item in self.stacks[cid]:
+                frame = item & ITEM_FRAME
+                best = min(best, self.autos[frame >> FRAME_BITS].cost[frame & FRAME_MASK] + call_cost[item >> CALL_SHIFT])
             self._cost[cid] = c = best
         return c
 
@@ -479,7 +492,8 @@ class Parser:
         for p in range(self._costed, len(self.positions)):
             for x in self._template(frozenset(self.positions[p]))[2]:
                 best = INF
-                for frame, below in self.returns(p * nr + x):
+                for ret in self.returns(p * nr + x):
+                    frame, below = ret & ITEM_FRAME, ret >> CALL_SHIFT
                     if below == END:
                         best = 0.0
                     else:
@@ -497,7 +511,8 @@ class Parser:
             return got
         rets = self.returns(k)
         kept = []
-        for frame, below in rets:
+        for ret in rets:
+            frame, below = ret & ITEM_FRAME, ret >> CALL_SHIFT
             r, s = frame >> FRAME_BITS, frame & FRAME_MASK
             if below != END and done[r][s]:
                 if fails(r):
@@ -505,7 +520,7 @@ class Parser:
                 below = self.filtered_call(below, done, fails, memo)
                 if below < 0:
                     continue
-            kept.append((frame, below))
+            kept.append((below << CALL_SHIFT) | frame)
         kept = tuple(kept)
         x = k % self._n_rules
         got = memo[k] = k if kept == rets else (self._position({x: tuple(sorted(kept))}) * self._n_rules + x

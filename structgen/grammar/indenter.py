@@ -4,7 +4,8 @@ Lark turns each newline lexeme (outside brackets) into the newline itself follow
 ``INDENT`` or by as many ``DEDENT`` as the indentation stack pops; inside brackets newlines are
 dropped.  The indentation of a newline lexeme is read from its last line: spaces count one, tabs
 ``tab_len``.  Here the newline terminal is split by that column (one terminal per column up to
-``max_column``), so the lexer's accept sets say the column, and the parser
+``max_column``, and one that matches any column: ``structgen.grammar.lark`` adds it so a lexer
+needs only the columns its context can use), so the lexer's accept sets say the column, and the parser
 (:class:`structgen.engine.parser.Parser`) keeps the bracket depth and the indentation stack in its
 configurations: masks stay cached per state, and the post-lexer is exact.  Lines indented past
 ``max_column`` are refused outside brackets (a documented bound; inside brackets indentation
