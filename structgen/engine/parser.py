@@ -13,10 +13,12 @@ popping a history list.
 from __future__ import annotations
 
 import heapq
+from array import array
 from dataclasses import dataclass
 
 from ..errors import GrammarError
 from .rules import TERM_SHIFT, RuleAutomaton
+from .untracked import ChunkedList, InternTable
 
 FRAME_BITS = 22
 FRAME_MASK = (1 << FRAME_BITS) - 1
@@ -97,24 +99,33 @@ class Parser:
         # per configuration id: its stacks, whether the output may end, whether the last lexeme
         # was ignored (whitespace), and the terminal ids a lexeme may be now (sorted); with an
         # indenter, its context (bracket depth, indentation stack)
-        self.stacks: dict[int, tuple] = {}
+        self.stacks = ChunkedList()
         self.can_end: dict[int, bool] = {}
         self.after_ignore: dict[int, bool] = {}
-        self.allowed: dict[int, tuple[int, ...]] = {}
-        self.context: dict[int, tuple | None] = {}
+        self.allowed = ChunkedList()
+        self.context = ChunkedList()
         self._base_end: dict[int, bool] = {}
-        self._index: dict[tuple, int] = {}
-        self._scan: dict[tuple, int] = {}
-        self._closure: dict[tuple, tuple[tuple, bool]] = {}
+        self._index = InternTable()
+        self._scan: dict[int, int] = {}
+        self._term_set_ids: dict[tuple, int] = {}
+        self._closure = InternTable()  # active items -> index into _closed
+        self._closed = ChunkedList()
         self._cost: dict[int, float] = {}
         self._searched: dict[int, float] = {}
         ctx = (0, (0,)) if indenter is not None else None
         #: the graph-structured stack's nodes, one per position that called rules (see _close_all):
-        #: id -> the rules called there from outside -> their outside returns (sorted, as items)
-        self.positions: list[dict] = []
-        self._position_index: dict[tuple, int] = {}
+        #: id -> the rules called there from outside with their outside returns (sorted, as items)
+        #: (tuples, not dicts: the collector untracks tuples of ints at once, dicts only in full passes)
+        self._positions = InternTable()
+        self.positions = self._positions.keys
         self._templates: dict[frozenset, tuple] = {}
-        self._rets: dict[int, tuple] = {}
+        # per position: its roots' template (an index into _template_list; an array, which the
+        # garbage collector never walks, unlike a list of a hundred thousand references)
+        self._position_template = array("i")
+        self._template_list: list[tuple] = []
+        self._nullable_of: list[bool | None] = [None] * len(autos)
+        self._rets: dict[int, int] = {}  # call -> index into _ret_values
+        self._ret_values = ChunkedList()
         self._indent_after: dict[tuple, bool] = {}
         self._call_cost: dict[int, float] = {}
         self._costed = 0
@@ -133,18 +144,17 @@ class Parser:
         there is the int ``position * n_rules + x``; what the roots call in turn follows from the
         roots alone (:meth:`_template`), so they are the whole key."""
         key = tuple(sorted(roots.items()))
-        p = self._position_index.get(key)
+        p = self._positions.get(key)
         if p is None:
-            p = len(self.positions)
-            self.positions.append(dict(key))
-            self._position_index[key] = p
+            p = self._positions.add(key)
+            self._position_template.append(self._template(frozenset(roots))[4])
         return p
 
     def _template(self, roots: frozenset) -> tuple:
         """What calling ``roots`` at one position predicts, the same wherever it happens: the
         frames expecting a terminal (each in the call of its own rule), per rule called the
         frames it returns to from inside (its callers there), the rules in call order (callers
-        first) and the rules that may end there without a byte (their callers continue)."""
+        first), the rules that may end there without a byte (their callers continue) and its index."""
         hit = self._templates.get(roots)
         if hit is not None:
             return hit
@@ -184,24 +194,31 @@ class Parser:
                                         {x: tuple(((f >> FRAME_BITS) << CALL_SHIFT) | f for f in fs)
                                          for x, fs in inside.items()},
                                         _callers_first(order, inside),
-                                        frozenset(x for x, lv in level.items() if lv[1]))
+                                        frozenset(x for x, lv in level.items() if lv[1]), len(self._template_list))
+        self._template_list.append(hit)
         return hit
 
     def _nullable(self, rule: int) -> bool:
-        return rule in self._template(frozenset((rule,)))[3]
+        """Whether ``rule`` may end where it is called, without a byte."""
+        hit = self._nullable_of[rule]
+        if hit is None:
+            hit = self._nullable_of[rule] = rule in self._template(frozenset((rule,)))[3]
+        return hit
 
     def returns(self, call: int) -> tuple:
         """Where ``call`` returns to, as items (``END`` as the call when the output may end)."""
-        rets = self._rets.get(call)
-        if rets is None:
-            p, x = divmod(call, self._n_rules)
-            roots = self.positions[p]
-            inside = self._template(frozenset(roots))[1].get(x, ())
-            base = (p * self._n_rules) << CALL_SHIFT
-            rets = roots.get(x, ()) + tuple(base + i for i in inside)
-            if len(self._rets) > 500_000:
-                self._rets.clear()
-            self._rets[call] = rets
+        i = self._rets.get(call)
+        if i is not None:
+            return self._ret_values[i]
+        p, x = divmod(call, self._n_rules)
+        outside = next((out for rule, out in self.positions[p] if rule == x), ())
+        inside = self._template_list[self._position_template[p]][1].get(x, ())
+        base = (p * self._n_rules) << CALL_SHIFT
+        rets = outside + tuple(base + j for j in inside)
+        if len(self._rets) > 500_000:
+            self._rets.clear()
+            self._ret_values = ChunkedList()
+        self._rets[call] = self._ret_values.append(rets)
         return rets
 
     def _close_all(self, active) -> tuple[tuple, bool]:
@@ -214,7 +231,7 @@ class Parser:
         key = tuple(sorted(set(active)))
         hit = self._closure.get(key)
         if hit is not None:
-            return hit
+            return self._closed[hit]
         autos = self.autos
         tops = []
         can_end = False
@@ -246,13 +263,15 @@ class Parser:
             if a.final[s]:
                 work.extend(self.returns(k))
         if roots:
-            base = (self._position({n: tuple(sorted(rs)) for n, rs in roots.items()}) * self._n_rules) << CALL_SHIFT
-            tops.extend(base + i for i in self._template(frozenset(roots))[0])
+            p = self._position({n: tuple(sorted(rs)) for n, rs in roots.items()})
+            base = (p * self._n_rules) << CALL_SHIFT
+            tops.extend(base + i for i in self._template_list[self._position_template[p]][0])
         if len(tops) > self.max_stacks:
             self._too_ambiguous()
         res = (tuple(sorted(tops)), can_end)
         if len(self._closure) < 200_000:
-            self._closure[key] = res
+            self._closure.add(key)
+            self._closed.append(res)
         return res
 
     def _too_ambiguous(self):
@@ -264,6 +283,7 @@ class Parser:
         key = (stacks, can_end, after_ignore, ctx)
         cid = self._index.get(key)
         if cid is None:
+            cid = self._index.add(key)
             allowed = set()
             autos = self.autos
             for item in stacks:
@@ -288,14 +308,12 @@ class Parser:
                     else:
                         parts.update(self.lexed_as.get(t, (t,)))
                 allowed = parts
-            cid = len(self.stacks)
-            self.stacks[cid] = stacks
+            self.stacks.append(stacks)
             self.can_end[cid] = end
             self._base_end[cid] = can_end
             self.after_ignore[cid] = after_ignore
-            self.allowed[cid] = tuple(sorted(allowed))
-            self.context[cid] = ctx
-            self._index[key] = cid
+            self.allowed.append(tuple(sorted(allowed)))
+            self.context.append(ctx)
         return cid
 
     def _newline_parts(self, stacks: tuple, ctx: tuple) -> tuple:
@@ -344,7 +362,10 @@ class Parser:
     # -- queries ----------------------------------------------------------------
     def scan(self, cid: int, terms: tuple) -> int:
         """Configuration after a lexeme matching any of ``terms`` (sorted terminal ids); -1 if none fits."""
-        key = (cid, terms)
+        tid = self._term_set_ids.get(terms)
+        if tid is None:
+            tid = self._term_set_ids[terms] = len(self._term_set_ids)
+        key = (cid << 32) | tid  # an int: a dict of ints is never tracked by the garbage collector
         hit = self._scan.get(key)
         if hit is not None:
             return hit
@@ -490,7 +511,7 @@ class Parser:
         position by position, callers first: a call's returns are priced before it)."""
         out, autos, nr = self._call_cost, self.autos, self._n_rules
         for p in range(self._costed, len(self.positions)):
-            for x in self._template(frozenset(self.positions[p]))[2]:
+            for x in self._template_list[self._position_template[p]][2]:
                 best = INF
                 for ret in self.returns(p * nr + x):
                     frame, below = ret & ITEM_FRAME, ret >> CALL_SHIFT

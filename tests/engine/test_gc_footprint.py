@@ -75,7 +75,9 @@ def test_a_grammars_parser_tables_and_mask_cache_are_untracked(compiler):
     from structgen.engine.compiled import MASKS
 
     tables = [MASKS.data, MASKS._sizes, g._lexer_of, g._lexer_by_allowed, g.lexers._by_set, g.term_names, g.rule_names,
-              p.stacks, p.can_end, p.after_ignore, p.allowed, p._index, p._scan]
+              p.can_end, p.after_ignore, p._index._by_hash, p._scan, p._rets]
+    # the per-configuration tuples live in frozen chunks, which a collection untracks
+    tables += [*p.stacks._chunks, *p.allowed._chunks, *p._index.keys._chunks]
     assert [gc.is_tracked(t) for t in tables] == [False] * len(tables)
 
 
