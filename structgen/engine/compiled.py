@@ -27,6 +27,11 @@ from .walks import EV_NODES, GROUPS, MASK, OWN, VALS, WORDS, TrieWalker
 #: DeepSeek-V4's 129k tokens, 5,000 over a 50k vocabulary).
 MASK_CACHE_BYTES = 32 << 20
 MASKS = ByteLRU(MASK_CACHE_BYTES, name="masks")
+_NOTHING: frozenset[int] = frozenset()
+#: Items a Lark grammar's configuration may carry (the parser's graph-structured stack packs nested
+#: readings, so python.lark stays near 50 at any bracket depth); a lexeme that would need more is
+#: refused, by the mask and by accept_token alike
+LARK_MAX_STACKS = 4096
 
 
 def cached_mask_count(serial: int) -> int:
@@ -37,11 +42,6 @@ def cached_mask_count(serial: int) -> int:
 def forget_masks(serial: int) -> None:
     """Drop the masks of the grammar numbered ``serial`` from MASKS."""
     MASKS.discard_where(lambda k: k >> 128 == serial)
-_NOTHING: frozenset[int] = frozenset()
-#: Items a Lark grammar's configuration may carry (the parser's graph-structured stack packs nested
-#: readings, so python.lark stays near 50 at any bracket depth); a lexeme that would need more is
-#: refused, by the mask and by accept_token alike
-LARK_MAX_STACKS = 4096
 
 
 def _lexed_dfas(ir: GrammarIR, names: list[str], dfas: list) -> list:

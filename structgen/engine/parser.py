@@ -69,12 +69,13 @@ class IndentIds:
 
 
 class Parser:
-    """Configurations are kept in dicts keyed by configuration id, of plain tuples and ints
-    (``stacks``: a configuration's items, sorted ints ``call << CALL_SHIFT | frame``; allowed terminals: sorted
-    tuples; ``positions``: dicts of ints and such tuples).
-    The garbage collector drops tuples of ints from its tracking once it has seen them, and then
-    dicts holding only such values, so a grammar's parser memo -- tens of thousands of entries on
-    a large schema -- costs its full passes nothing; lists (always tracked, every item rescanned),
+    """Per configuration id: ``stacks`` (its items, sorted ints ``call << CALL_SHIFT | frame``),
+    ``allowed`` terminals and ``context`` in append-only chunked tables, ``can_end`` and
+    ``after_ignore`` in dicts of ints; ``positions``: the GSS's nodes (tuples of ints).
+    A dict or list that keeps receiving new tuples is tracked again at each insertion and walked by
+    every full collection, so the tables keep tuples in frozen chunks and find keys through dicts
+    of ints (:mod:`structgen.engine.untracked`): a grammar's parser memo -- a hundred thousand
+    entries on python.lark -- costs the collector's full passes nearly nothing; lists (always tracked, every item rescanned),
     frozensets and dataclass instances would stay tracked forever."""
 
     def __init__(self, autos: list[RuleAutomaton], start_rule: int, ignore_terms, *, ignore_repeats: bool = False,
@@ -139,8 +140,8 @@ class Parser:
 
     # -- construction -------------------------------------------------------
     def _position(self, roots: dict) -> int:
-        """The node of a position where ``roots`` (rule -> its callers' returns, sorted (frame,
-        call) pairs) were called, hash-consed so equal futures share one id.  Call ``x`` made
+        """The node of a position where ``roots`` (rule -> its callers' returns, sorted items)
+        were called, hash-consed so equal futures share one id.  Call ``x`` made
         there is the int ``position * n_rules + x``; what the roots call in turn follows from the
         roots alone (:meth:`_template`), so they are the whole key."""
         key = tuple(sorted(roots.items()))
@@ -418,8 +419,8 @@ class Parser:
         depth, levels = ctx
         if depth > 0:
             return cid
-        if column < 0 or column > ind.max_column:
-            return -1  # a column no open block has and no indent takes, or past IndenterConfig.max_column
+        if column < 0:
+            return -1  # read only as the newline at any column: no open block's, no indent's, or past max_column
         moved = self._move(self.stacks[cid], (ind.newline,))
         if not moved:
             return -1

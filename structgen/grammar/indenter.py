@@ -70,9 +70,9 @@ def resolve_indenter(spec) -> IndenterConfig | None:
 def split_by_column(dfa: DFA, tab_len: int, max_column: int) -> dict[int, DFA]:
     """The newline terminal's lexemes by the column of their last line (column -> DFA of those
     lexemes), counting as lark does: after the last ``\\n``, each space 1 and each tab ``tab_len``
-    (every space and tab of that line, comments included).  Every column past ``max_column``
-    shares the key ``max_column + 1``: inside brackets such a newline is dropped as any other, at
-    the top level the parser refuses it."""
+    (every space and tab of that line, comments included).  Columns past ``max_column`` get no
+    part: the newline at any column (``structgen.grammar.lark``) lexes them, dropped inside
+    brackets as any other and refused by the parser at the top level."""
     over = max_column + 1
     n_cls = dfa.trans.shape[1]
     cm = dfa.classmap
@@ -112,7 +112,7 @@ def split_by_column(dfa: DFA, tab_len: int, max_column: int) -> dict[int, DFA]:
     acc_states = np.array([bool(dfa.accept[s]) for s, _ in order])
     cols = np.array([c for _, c in order])
     out = {}
-    for col in sorted(set(cols[acc_states].tolist())):
+    for col in sorted(set(cols[acc_states].tolist()) - {over}):
         part = trim(DFA(trans.copy(), acc_states & (cols == col), classmap.copy(), 0))
         if not part.is_empty():
             out[col] = minimize(part)

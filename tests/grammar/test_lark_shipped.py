@@ -151,6 +151,15 @@ def test_a_hundred_nested_brackets_are_accepted(compilers):
     assert not _accepts_bytes(g, text[:-2] + "\n")  # one bracket short
 
 
+def test_lines_past_max_column_are_refused_outside_brackets_only(compilers):
+    """A block indented past the indenter's ``max_column`` (64) is refused; inside brackets, where
+    lark drops newlines, any indentation is taken (both read as the newline at any column)."""
+    g = _compile(compilers["smollm2"], CORPORA["python"])
+    assert _accepts_bytes(g, "if x:\n" + " " * 64 + "pass\n")
+    assert not _accepts_bytes(g, "if x:\n" + " " * 70 + "pass\n")
+    assert _accepts_bytes(g, "x = f(1,\n" + " " * 70 + "2)\n")
+
+
 LIBRARY_USER = r"""
 start: pair ("," pair)*
 pair: ESCAPED_STRING ":" (SIGNED_NUMBER | CNAME | LETTER+)
