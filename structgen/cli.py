@@ -383,13 +383,18 @@ def _add_bench_grammar(bench_sub) -> None:
                                          "while stepping through real texts: grammars/json.lark over MaskBench's "
                                          "valid JSON documents (default), 'python' (lark's python.lark with its "
                                          "indenter over Python files lark parses) or 'lark' (lark.lark over .lark "
-                                         "files); llguidance runs the same grammar in the same process.")
+                                         "files); llguidance runs the same grammar in the same process, SynCode "
+                                         "(--engines ...,syncode) its own grammar of the language (python, json) "
+                                         "in its virtualenv (make syncode-venv).")
     p.add_argument("--grammar", default="json",
                    help="json (the shipped grammars/json.lark), a .lark file, or a corpus: python, lark")
     p.add_argument("--tokenizer", default="deepseek")
     p.add_argument("--docs", type=int, default=200, help="number of texts (default 200)")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--engines", default="structgen,llguidance")
+    p.add_argument("--engines", default="structgen,llguidance", help="any of structgen, llguidance, syncode")
+    p.add_argument("--syncode-python", default=None,
+                   help="the Python of SynCode's virtualenv (default .venv-syncode/bin/python, "
+                        "or $STRUCTGEN_SYNCODE_PYTHON)")
     p.set_defaults(func=_run_bench_grammar)
     r = bench_sub.add_parser("regex", help="regexes with large DFAs (lazy automata): compile and mask times vs llguidance",
                              description="Compiles each pattern cold ([ab]*a[ab]{n}: a 2**(n+1)-state DFA, and "
@@ -424,7 +429,7 @@ def _run_bench_grammar(args) -> int:
     from .bench.grammar_bench import bench_grammar, format_grammar_table
 
     res = bench_grammar(args.grammar, tokenizer=args.tokenizer, n_docs=args.docs, seed=args.seed,
-                        engines=tuple(args.engines.split(",")))
+                        engines=tuple(args.engines.split(",")), syncode_python=args.syncode_python)
     print(format_grammar_table(res))
     return 0
 

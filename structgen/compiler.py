@@ -23,6 +23,7 @@ from .errors import CompileLimitExceeded, GrammarError, InvalidArgument, SchemaE
 from .shipped import shipped_grammar
 from .engine.lexer_kernels import warm_up_lexer_kernels
 from .engine.trie import TokenTrie, warm_up_kernels
+from .engine.untracked import freeze_long_lived
 from .engine.walks import warm_up_walk_kernels
 from .automata.fsa import difference_literals, nfa_tables, warm_up_fsa_kernels
 from .grammar.ir import GrammarIR, Repeat, Sym
@@ -280,6 +281,7 @@ class GrammarCompiler:
         self._cache_size = cache_size
         self._lock = threading.Lock()
         self._warm_up_schema_path()
+        freeze_long_lived()  # the kernels and modules just loaded stay out of every later full collection
 
     def _warm_up_schema_path(self) -> None:
         """Compile and mask one small schema now, so the kernels only a schema compile or a

@@ -6,10 +6,41 @@ walks all of it, which grew to hundreds of milliseconds in the middle of a mask.
 in frozen chunks (tuples, which the collector untracks once their items are untracked) and keys
 are found through a dict of ints (hash -> id), which is never tracked; only the open chunk (at
 most ``CHUNK`` entries) and the rare hash collisions stay in tracked containers.
+
+What is left for a full collection to walk is the process's own long-lived objects: numba's
+dispatchers and type registries, the imported modules. ~120,000 objects that took a full pass
+110-150 ms, however small the parser's tables, and a pass can fall inside a mask.
+:func:`freeze_long_lived` moves them out of the collector's reach once, when the first compiler
+has loaded every kernel.
 """
 from __future__ import annotations
 
+import gc
+import os
+import threading
+
 CHUNK = 4096
+
+_frozen = False
+_freeze_lock = threading.Lock()
+
+
+def freeze_long_lived() -> bool:
+    """Once per process: collect, then ``gc.freeze()`` what survives, so later full collections
+    walk only what was made since (~0.01 ms instead of 110-150 ms). Frozen objects are still freed
+    when their reference count drops to zero; only a cycle among them that becomes garbage later is
+    kept (they are modules, kernels and registries that live as long as the process). Off with
+    ``STRUCTGEN_GC_FREEZE=0``; returns whether this call froze."""
+    global _frozen
+    if os.environ.get("STRUCTGEN_GC_FREEZE", "1") == "0":
+        return False
+    with _freeze_lock:
+        if _frozen:
+            return False
+        _frozen = True
+    gc.collect()
+    gc.freeze()
+    return True
 
 
 class ChunkedList:
