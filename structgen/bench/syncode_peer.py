@@ -7,7 +7,7 @@ parent tokenizes the texts, so both engines step through the same token ids.
 
 SynCode parses with its *own* grammars (``python``, ``json``, ...): its Python grammar is a
 simplified Python 3 (no ``match``, no walrus, no ``rb''`` strings), so a text it refuses is
-reported as refused, and ratios are also given over the texts both engines accept. Its default
+reported as refused, and ratios are given over the steps both engines masked. Its default
 mode (``grammar_mask``) over-approximates: its masks may allow tokens no valid text continues with.
 """
 from __future__ import annotations

@@ -4,13 +4,15 @@ SynCode pins an older transformers than structgen, so it lives in its own virtua
 (``make syncode-venv``) and this file is run there as a script: it imports only the standard
 library, torch, transformers and syncode. It reads one JSON request on stdin (the tokenizer file,
 SynCode's grammar name and mode, the token ids of every text, tokenized by the parent so both
-engines step through the same tokens) and writes one JSON result to the file the request names (SynCode prints on stdout).
+engines step through the same tokens) and writes one JSON result to the file the request names
+(SynCode prints on stdout).
 
 A step is what SynCode's logits processor does before it masks the scores: decode the prefix,
 parse it incrementally (``IncrementalParser.get_acceptable_next_terminals``) and look the mask up
 in its mask store (``MaskStore.get_accept_mask``). The parser deep-copies its state at every lexeme,
-so a step's cost grows with the prefix; ``seconds_per_text`` stops a text after that long. The store is built once per grammar, tokenizer
-and mode (a Python loop over lexer states and tokens) and cached under ``$SYNCODE_CACHE``.
+so a step's cost grows with the prefix; ``seconds_per_text`` stops a text after that long. The
+store is built once per grammar, tokenizer and mode (a Python loop over lexer states and tokens)
+and cached under ``$SYNCODE_CACHE``.
 """
 from __future__ import annotations
 
@@ -45,7 +47,7 @@ def _constrainer(request: dict):
     cached = os.path.exists(store)
     g = GrammarConstrainer(grammar, tok, ByteTokenizer(tok), use_cache=True, parse_output_only=False,
                            mode=request["mode"], indent=request["indent"])
-    return g, tok, cached
+    return g, cached
 
 
 def _step(g, ids: list[int]):
@@ -58,7 +60,7 @@ def _step(g, ids: list[int]):
 
 def run(request: dict) -> dict:
     t0 = time.perf_counter()
-    g, tok, cached = _constrainer(request)
+    g, cached = _constrainer(request)
     build_s = time.perf_counter() - t0
     t0 = time.perf_counter()
     g.reset()
@@ -84,7 +86,7 @@ def run(request: dict) -> dict:
                 outcome = f"token {i} masked"
                 break
         docs.append({"tbm_us": times, "outcome": outcome})
-    return {"build_s": build_s, "store_cached": cached, "first_mask_ms": first_mask_ms, "docs": docs, "vocab": tok.vocab_size,
+    return {"build_s": build_s, "store_cached": cached, "first_mask_ms": first_mask_ms, "docs": docs,
             "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
 
 
