@@ -93,14 +93,15 @@ ECMA_SPACE: Ranges = normalize(
 )
 
 
-def category(name: str, negated: bool) -> Ranges:
-    if not negated:
-        if name == "digit":
-            return ASCII_DIGIT
-        if name == "word":
-            return ASCII_WORD
-        return intersect(ECMA_SPACE, list(unicode_class("space")))
-    return complement(normalize(list(unicode_class(name)) + (ECMA_SPACE if name == "space" else [])))
+def category(name: str, negated: bool, *, widest: bool = False) -> Ranges:
+    r"""The characters of ``\d``/``\w``/``\s`` (``\D``/``\W``/``\S`` when ``negated``) that both
+    dialects agree on: the narrowest meaning.  ``widest=True`` gives the union of the two meanings
+    instead, for an item inside a negated set (``[^\s]``), whose complement must be the narrowest."""
+    narrow: Ranges = {"digit": ASCII_DIGIT, "word": ASCII_WORD}.get(name) or intersect(ECMA_SPACE, list(unicode_class("space")))
+    wide = normalize(list(unicode_class(name)) + (ECMA_SPACE if name == "space" else []))
+    if negated:
+        return complement(narrow if widest else wide)
+    return wide if widest else narrow
 
 
 def casefold_ranges(ranges: Ranges) -> Ranges:

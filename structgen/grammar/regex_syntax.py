@@ -74,7 +74,7 @@ class _Builder:
         raise UnsupportedFeature(f"regular expression {self.pattern!r} uses {what}, which a finite automaton cannot enforce exactly")
 
     def class_ranges(self, items, icase: bool) -> cc.Ranges:
-        negate = False
+        negate = bool(items) and items[0][0] is C.NEGATE
         ranges: cc.Ranges = []
         for op, av in items:
             if op is C.NEGATE:
@@ -85,7 +85,7 @@ class _Builder:
                 ranges.append(av)
             elif op is C.CATEGORY:
                 name, neg = _CATS[av]
-                ranges.extend(cc.category(name, neg))
+                ranges.extend(cc.category(name, neg, widest=negate))
             else:
                 self.unsupported(f"class item {op}")
         ranges = cc.normalize(ranges)

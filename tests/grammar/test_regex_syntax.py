@@ -82,3 +82,48 @@ def test_unparse_round_trips_the_language():
         text = unparse(list(parse(pattern)))
         for s in ["ab x", "abx", "yyy", "1.2.", "1.", "xé", "a\n", "\n"]:
             assert bool(re.fullmatch(pattern, s)) == bool(re.fullmatch(text, s)), (pattern, text, s)
+
+
+# The code points where Python's re and ECMA-262 disagree about \s (\x1c-\x1f, \x85 are Python's only,
+# \ufeff ECMA's only), about \d and \w (Unicode digits and letters are Python's only), and some that both agree on.
+_DIALECT_EDGES = [0x09, 0x0A, 0x0D, 0x1C, 0x1D, 0x1E, 0x1F, 0x20, 0x30, 0x41, 0x5F, 0x61, 0x85, 0xA0, 0xE9, 0x660,
+                  0x966, 0x1680, 0x2000, 0x2028, 0x202F, 0x3000, 0x4E00, 0xFEFF, 0xFF10]
+_ECMA_SPACE = {0x09, 0x0A, 0x0B, 0x0C, 0x0D, 0x20, 0xA0, 0x1680, *range(0x2000, 0x200B), 0x2028, 0x2029, 0x202F,
+               0x205F, 0x3000, 0xFEFF}
+
+
+def _ecma_fullmatch(pattern: str, ch: str) -> bool:
+    r"""``pattern`` matched as ECMA-262 would: \d and \w ASCII, \s its own list (by substitution into re)."""
+    ecma = {r"\d": "0-9", r"\w": "0-9A-Za-z_", r"\s": "".join(f"\\u{c:04x}" for c in sorted(_ECMA_SPACE))}
+    out, i = [], 0
+    in_set = False
+    while i < len(pattern):
+        two = pattern[i:i + 2]
+        if two in ecma or two.lower() in ecma and two[1].isupper():
+            body = ecma[two.lower()]
+            if two[1].isupper():
+                out.append(f"[^{body}]" if not in_set else None)
+            else:
+                out.append(body if in_set else f"[{body}]")
+            i += 2
+            continue
+        in_set = {"[": True, "]": False}.get(pattern[i], in_set)
+        out.append(pattern[i])
+        i += 1
+    assert None not in out, f"test helper cannot rewrite {pattern!r}"
+    return re.fullmatch("".join(out), ch, re.ASCII) is not None
+
+
+@pytest.mark.parametrize("pattern", [r"\s", r"\S", r"\d", r"\D", r"\w", r"\W", r"[^\s]", r"[^\d]", r"[^\w]",
+                                     r"[\s]", r"[\sx]", r"[^\sx]", r"[^\d\s]", r"[^a-z\s]"])
+def test_class_escapes_hold_only_what_both_dialects_match(pattern):
+    r"""A character the automaton takes matches under Python's re (lark's dialect) and under ECMA-262
+    (JSON Schema's): ``[^\s]`` must not take \x1c, which Python counts as a space (a fuzz case generated
+    it inside a Lark terminal ``/[^\s]/``, and lark refused the text)."""
+    dfa = compile_regex(pattern)
+    for cp in _DIALECT_EDGES:
+        ch = chr(cp)
+        if dfa.matches(ch.encode()):
+            assert re.fullmatch(pattern, ch), (pattern, hex(cp), "Python's re refuses it")
+            assert _ecma_fullmatch(pattern, ch), (pattern, hex(cp), "ECMA-262 refuses it")
+    assert any(dfa.matches(chr(cp).encode()) for cp in _DIALECT_EDGES), pattern

@@ -266,7 +266,7 @@ class LogicMixin:
             if isinstance(v, dict) and v and all(isinstance(x, list) or presence_only(x) for x in v.values()):
                 for key, x in v.items():
                     rhs = ("req", tuple(x)) if isinstance(x, list) else presence_ast(x)
-                    preds.append(("any", [("not", ("req", (key,))), rhs]))
+                    preds.append(("any", [("not", ("has", (key,))), rhs]))
                 drop.append(kw)
         if not preds:
             return n

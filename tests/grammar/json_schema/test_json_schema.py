@@ -555,3 +555,22 @@ def test_const_objects_in_any_member_order_with_property_order_any(comp):
     for text in ('{"a":1,"a":1,"b":[true],"c":{"x":null,"y":"z"}}', '{"b":[true],"a":1}'):
         assert not accepts_text(comp, schema, text, property_order="any"), text
     assert not accepts_text(comp, schema, '{"b":[true],"a":1,"c":{"x":null,"y":"z"}}')  # schema order by default
+
+
+@pytest.mark.parametrize("schema", [
+    {"dependencies": {"x": {"not": {"required": ["error"]}}}},
+    {"dependentSchemas": {"x": {"not": {"required": ["error"]}}}},
+    {"dependencies": {"x": {"anyOf": [{"not": {"required": ["a"]}}, {"required": ["b"]}]}}},
+    # the fuzz case (a mutated MaskBench schema) that refused null: oneOf's second branch holds for it
+    {"oneOf": [{"anyOf": [{"required": ["x"], "not": {"required": ["error"]}},
+                          {"required": ["error"], "not": {"required": ["x"]}, "type": "boolean"}]},
+               {"dependencies": {"x": {"not": {"required": ["error"]}}}}]},
+])
+def test_a_dependency_holds_for_every_value_that_is_not_an_object(comp, schema):
+    """A dependency fires on an object with its key only: ``not required`` in its schema is false of a
+    non-object, yet the dependency is not consulted there.  Every verdict equals jsonschema's (members
+    in any order: the default order is the schema's)."""
+    validator = jsonschema.Draft202012Validator if "dependentSchemas" in schema else jsonschema.Draft7Validator
+    for value in [None, True, 1, "s", [], {}, {"x": 1}, {"error": 1}, {"x": 1, "error": 2}, {"x": 1, "a": 1},
+                  {"x": 1, "a": 1, "b": 2}]:
+        assert accepts(comp, schema, value, property_order="any") == validator(schema).is_valid(value), value
