@@ -27,6 +27,7 @@ __all__ = ["install", "uninstall", "is_installed", "using", "SKINNY_MAX_ROWS"]
 #: Row counts up to which ``W @ x.T`` is used (above it ``F.linear`` is as fast or faster).
 SKINNY_MAX_ROWS = 8
 _MARK = "_structgen_skinny"
+_OWN_PATHS = ("_structgen_q4", "_structgen_int8_output", "_structgen_padded")
 
 
 def _skinny_forward(self: torch.nn.Linear, x: torch.Tensor) -> torch.Tensor:
@@ -49,9 +50,10 @@ def install(hf_model: Any) -> int:
     """Route ``hf_model``'s ``nn.Linear`` layers through the skinny path; returns how many."""
     n = 0
     for module in hf_model.modules():
-        # a layer on the int4 kernel (``gguf_q4``) or padded for row invariance keeps its path
+        # a layer on the int4 kernel (``gguf_q4``), on the int8 one (``int8_output``) or padded for row
+        # invariance keeps its path
         if isinstance(module, torch.nn.Linear) and not getattr(module, _MARK, False) \
-                and not getattr(module, "_structgen_q4", False) and not getattr(module, "_structgen_padded", False):
+                and not any(getattr(module, own, False) for own in _OWN_PATHS):
             module.forward = types.MethodType(_skinny_forward, module)
             setattr(module, _MARK, True)
             n += 1

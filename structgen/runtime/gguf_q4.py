@@ -11,9 +11,10 @@ scales, so logits move by ~1e-2 and a greedy argmax near a tie can flip against 
 path.  ``load_model`` uses it by default for a GGUF with 4-bit tensors (``quantized="auto"``: the
 weights are the GGUF's own, as in llama.cpp, and a decoding step is 1.7-2x faster on AVX2 and
 AVX-512 machines alike); ``quantized=False`` keeps the dense fp32 path, bit-reproducible against a
-plain transformers forward.  The kernel computes each row the same whatever the number of rows; the other layers that are not (attention, the fp32 output layer) are
-made so by ``row_invariant``, so speculative decoding stays token-identical to plain decoding on
-this path too.
+plain transformers forward.  The output layer goes to int8 weights (``int8_output``).  The kernels
+compute each row the same whatever the number of rows; the other layers that are not (attention, an
+fp32 output layer) are made so by ``row_invariant``, so speculative decoding stays token-identical to
+plain decoding on this path too.
 
 Which GGUF tensor feeds which layer is checked, not assumed: a layer is switched only when the
 GGUF tensor, dequantized, equals the loaded fp32 weight exactly up to a permutation of its rows
@@ -21,6 +22,7 @@ GGUF tensor, dequantized, equals the loaded fp32 weight exactly up to a permutat
 """
 from __future__ import annotations
 
+import os
 import re
 import types
 from pathlib import Path
@@ -172,10 +174,12 @@ def install(hf_model: Any, gguf_path: str | Path, cache_file: Path | None = None
         module._structgen_q4_weights = weights
         module.forward = types.MethodType(_q4_forward, module)
         setattr(module, _MARK, True)
-    from . import row_invariant
+    from . import int8_output, row_invariant
 
-    row_invariant.install(hf_model, [m for m in hf_model.modules()
-                                     if isinstance(m, torch.nn.Linear) and not getattr(m, _MARK, False)])
+    if os.environ.get("STRUCTGEN_INT8_OUTPUT", "1") != "0":
+        int8_output.install(hf_model)
+    row_invariant.install(hf_model, [m for m in hf_model.modules() if isinstance(m, torch.nn.Linear)
+                                     and not getattr(m, _MARK, False) and not int8_output.is_installed_on(m)])
     return len(layers)
 
 

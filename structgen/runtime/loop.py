@@ -32,6 +32,7 @@ from .budget import BudgetGuard, shortfall_message
 from .drafts import Drafter, DraftStats
 from .kv_cache import KVCacheModel
 from .masks import allocate_token_bitmask, apply_token_bitmask_inplace
+from .row_invariant import prompt_rows
 from .sampling import MaskedSampler, NoTokenAllowed, Sampler, StepContext
 
 __all__ = [
@@ -255,7 +256,8 @@ class Decoding:
         """The prompt in one forward pass, with the first drafts (a forced ``{"key":`` opening)
         fed behind it."""
         draft, sources = self._propose(self.prompt)
-        rows = self._kv.forward(self.prompt + draft, logits_to_keep=len(draft) + 1)
+        with prompt_rows(len(self.prompt)):  # the drafts' rows as plain decoding computes them
+            rows = self._kv.forward(self.prompt + draft, logits_to_keep=len(draft) + 1)
         self._pending.extend(zip(draft, sources, rows[1:]))
         return rows[0]
 

@@ -11,7 +11,10 @@ greedy choice.  ``install`` removes both causes for single sequences:
 
 - attention runs each query of a multi-token pass as its own single-query call over the keys
   before it: the very call plain decoding makes for that token (batches with their 4-D masks keep
-  transformers' SDPA path);
+  transformers' SDPA path).  The prompt is the exception: a pass over an empty cache computes its
+  first rows (all of them, or the ``prompt_rows(n)`` the caller names, drafts after them) as one
+  causal block, the call plain decoding makes for the same prompt; row by row, a 1,000-token prompt
+  took 30,000 attention calls (seconds, minutes for a schema of several thousand tokens);
 - the listed linear layers pad their rows to a multiple of 4, so every row takes the 4-column
   micro-kernel whatever the pass size.
 
@@ -19,17 +22,33 @@ Cost, measured by ``structgen bench decode`` (q4 rows): a few hundred microsecon
 """
 from __future__ import annotations
 
+import contextvars
 import types
-from typing import Any, Iterable
+from contextlib import contextmanager
+from typing import Any, Iterable, Iterator
 
 import torch
 
-__all__ = ["install", "ATTENTION", "ROW_QUANTUM"]
+__all__ = ["install", "prompt_rows", "ATTENTION", "ROW_QUANTUM"]
 
 ATTENTION = "structgen_rowwise"
 #: Rows are padded to a multiple of this (the GEMM micro-kernel width that gives every row one rounding).
 ROW_QUANTUM = 4
 _registered = False
+
+
+_PROMPT_ROWS: contextvars.ContextVar[int | None] = contextvars.ContextVar("structgen_prompt_rows", default=None)
+
+
+@contextmanager
+def prompt_rows(n: int) -> Iterator[None]:
+    """In the block, a pass over an empty cache holds a prompt of ``n`` tokens and then drafts: the
+    prompt is one causal block, each draft its own single-query call (as when fed after the prompt)."""
+    token = _PROMPT_ROWS.set(n)
+    try:
+        yield
+    finally:
+        _PROMPT_ROWS.reset(token)
 
 
 def _rowwise_attention(module: Any, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
@@ -42,9 +61,18 @@ def _rowwise_attention(module: Any, query: torch.Tensor, key: torch.Tensor, valu
         return sdpa_attention_forward(module, query, key, value, attention_mask, **kwargs)
     kwargs.pop("is_causal", None)
     past = length - q
-    rows = [sdpa_attention_forward(module, query[:, :, i:i + 1], key[:, :, :past + i + 1], value[:, :, :past + i + 1],
-                                   None, is_causal=False, **kwargs)[0] for i in range(q)]
-    return torch.cat(rows, 1), None
+    head = 0
+    parts = []
+    if past == 0:  # a prompt (and drafts after it): the prompt as the one block plain decoding runs too
+        n = _PROMPT_ROWS.get()
+        head = q if n is None else max(0, min(n, q))
+    if head:
+        # contiguous copies: the same layout whether drafts follow the prompt in this pass or not
+        block = [t[:, :, :head].contiguous() for t in (query, key, value)]
+        parts.append(sdpa_attention_forward(module, *block, None, is_causal=True, **kwargs)[0])
+    parts += [sdpa_attention_forward(module, query[:, :, i:i + 1], key[:, :, :past + i + 1], value[:, :, :past + i + 1],
+                                     None, is_causal=False, **kwargs)[0] for i in range(head, q)]
+    return (parts[0] if len(parts) == 1 else torch.cat(parts, 1)), None
 
 
 def _plain_causal(mask: torch.Tensor | None, q: int, length: int) -> bool:

@@ -124,3 +124,21 @@ def test_speculative_output_identical_and_valid(smol_q4):
     spec = generate_json(smol_q4, schema, prompt, max_tokens=40, speculative=True, return_result=True)
     assert spec[1].token_ids == plain[1].token_ids
     jsonschema.validate(spec[0], schema)
+
+
+def test_a_prompt_is_one_block_and_drafts_after_it_rows_as_plain_decoding_computes_them(smol_q4):
+    """A pass over an empty cache runs its prompt as one causal attention block (row by row, a long
+    prompt took minutes); the drafts fed behind it in the same pass (``prompt_rows``) come out bit for
+    bit as when fed one at a time after the prompt's own pass -- what keeps speculation lossless."""
+    from structgen.runtime.kv_cache import KVCacheModel
+    from structgen.runtime.row_invariant import prompt_rows
+
+    prompt = list(range(3000, 3200))
+    drafts = [4000 + j for j in range(5)]
+    kv = KVCacheModel(smol_q4.hf_model)
+    alone = kv.forward(prompt, logits_to_keep=1)
+    one_by_one = torch.cat([kv.forward([t]) for t in drafts])
+    kv.reset()
+    with prompt_rows(len(prompt)):
+        together = kv.forward(prompt + drafts, logits_to_keep=len(drafts) + 1)
+    assert torch.equal(together[:1], alone) and torch.equal(together[1:], one_by_one)

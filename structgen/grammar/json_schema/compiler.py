@@ -23,7 +23,7 @@ from .numeric import NumbersMixin
 from .objects import ObjectsMixin
 from .documents import Documents
 from .vocabularies import keywords_left_out
-from .refs import DEFAULT_BASE, Resolver, SchemaNode, own_base, shown_uri, urljoin
+from .refs import DEFAULT_BASE, Resolver, SchemaNode, own_base, ref_overrides, shown_uri, urljoin
 from .strings import StringsMixin
 
 
@@ -50,14 +50,9 @@ class SchemaCompiler(LogicMixin, FiniteValuesMixin, StringsMixin, NumbersMixin, 
         self._validator = None
         # draft-04 and older: an integer is written without a fraction (5.0 is a number, not an
         # integer); from draft-06 on, any number with a zero fraction is an integer
-        draft = declared_draft(root)
-        self.integer_fraction = draft is None or draft >= 6
-        # drafts 4-7: "$ref" replaces its schema object (siblings are ignored), and keywords
-        # of later drafts mean nothing -- as the declared draft's own validator reads it
-        self.ref_overrides = draft is not None and draft <= 7
+        # (per subschema: a "$schema" inside switches the draft for what it reaches; refs.SchemaNode)
+        self.root_draft = declared_draft(root)
         self.left_out = keywords_left_out(root, self.resolver.documents)  # by the meta-schema's $vocabulary
-        self.unknown_keywords = LATER_KEYWORDS.get(draft, frozenset()) | self.left_out
-        self._not_own = ANNOTATIONS | {"$ref", "$dynamicRef", "allOf"} | self.unknown_keywords  # what flatten keeps out
         ws = self.opts.max_whitespace if self.opts.max_whitespace is not None else DEFAULT_MAX_WHITESPACE
         if opts.whitespace not in ("flexible", "compact"):
             raise SchemaError(f"whitespace must be 'flexible' or 'compact', not {opts.whitespace!r}")
@@ -196,7 +191,7 @@ class SchemaCompiler(LogicMixin, FiniteValuesMixin, StringsMixin, NumbersMixin, 
 
     # -- entry --------------------------------------------------------------------------
     def compile(self) -> GrammarIR:
-        root = SchemaNode(self.root, DEFAULT_BASE, "#")
+        root = SchemaNode(self.root, DEFAULT_BASE, "#", (), self.root_draft)
         body = self.value([root])
         if body is None:
             raise UnsatisfiableSchema("no JSON value satisfies this schema", pointer="#")
@@ -217,7 +212,7 @@ class SchemaCompiler(LogicMixin, FiniteValuesMixin, StringsMixin, NumbersMixin, 
         if len(nodes) == 1 and isinstance(nodes[0].schema, dict):
             n = nodes[0]
             refs = [k for k in ("$ref", "$dynamicRef") if k in n.schema]
-            if len(refs) == 1 and (self.ref_overrides or all(k in ANNOTATIONS or k == refs[0] for k in n.schema)):
+            if len(refs) == 1 and (ref_overrides(n) or all(k in ANNOTATIONS or k == refs[0] for k in n.schema)):
                 target, tbase, tptr = self.resolve_ref(n, refs[0])
                 hop = (id(target), tbase)
                 if hop in self._bare_refs:  # refs to refs that come back before any value is read
@@ -226,7 +221,7 @@ class SchemaCompiler(LogicMixin, FiniteValuesMixin, StringsMixin, NumbersMixin, 
                                       pointer=n.ptr)
                 self._bare_refs.add(hop)
                 try:
-                    return self.ref_rule(target, tbase, tptr, n.inner_scope())
+                    return self.ref_rule(n.reached(target, tbase, tptr))
                 finally:
                     self._bare_refs.discard(hop)
         outer_refs, self._bare_refs = self._bare_refs, set()  # a value with keywords of its own: a new chain
@@ -272,10 +267,16 @@ class SchemaCompiler(LogicMixin, FiniteValuesMixin, StringsMixin, NumbersMixin, 
     def base_of(self, n: SchemaNode) -> str:
         return own_base(n.schema, n.base)
 
-    def ref_rule(self, target, base: str, ptr: str, scope: tuple[str, ...]) -> Expr | None:
-        """A $ref target compiles once (per dynamic binding), as a named rule (so recursion terminates)."""
-        node = SchemaNode(target, base, ptr, scope)
-        key = (id(target), base, self.dyn_key(node))
+    def unknown_keywords(self, n: SchemaNode) -> frozenset:
+        """Keywords that mean nothing in ``n``: those of drafts later than its own, and those of
+        vocabularies the root's meta-schema leaves out."""
+        return LATER_KEYWORDS.get(n.own_draft, frozenset()) | self.left_out
+
+    def ref_rule(self, node: SchemaNode) -> Expr | None:
+        """A $ref target compiles once (per dynamic binding and dialect), as a named rule (so recursion
+        terminates)."""
+        target = node.schema
+        key = (*node.key(), self.dyn_key(node))
         name = self._rules.get(key)
         if name is not None:
             return Sym(name)

@@ -91,8 +91,25 @@ def declared_draft(schema) -> int | None:
 
     if not (isinstance(schema, dict) and "$schema" in schema):
         return None
+    return _draft_of(validator_for(schema))
+
+
+def subschema_draft(schema, inherited: int | None) -> int | None:
+    """The draft a subschema is evaluated in, as jsonschema switches: the one its ``$schema`` names
+    where jsonschema knows that meta-schema, else ``inherited`` (its parent's, or the referrer's)."""
+    if not (isinstance(schema, dict) and isinstance(schema.get("$schema"), str)):
+        return inherited
+    from jsonschema import validators
+
+    cls = validators.validator_for(schema, default=None)
+    return inherited if cls is None else _draft_of(cls)
+
+
+def _draft_of(cls) -> int:
+    import jsonschema
+
     return {jsonschema.Draft3Validator: 4, jsonschema.Draft4Validator: 4, jsonschema.Draft6Validator: 6,
-            jsonschema.Draft7Validator: 7, jsonschema.Draft201909Validator: 2019}.get(validator_for(schema), 2020)
+            jsonschema.Draft7Validator: 7, jsonschema.Draft201909Validator: 2019}.get(cls, 2020)
 
 
 _SINCE_2019 = frozenset({"dependentRequired", "dependentSchemas", "unevaluatedProperties", "unevaluatedItems",

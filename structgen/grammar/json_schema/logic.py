@@ -13,7 +13,7 @@ from ..presence import eval_presence
 from . import limits
 from .json_values import NOT_FINITE, json_filter, json_in, json_type, trivial
 from .limits import ANNOTATIONS, CHECKED_AT_VALUE_BOUNDARY, KEYWORD_TYPE, MAX_COMBINATOR_DEPTH, TYPES
-from .refs import SchemaNode, escape_pointer, shown_uri
+from .refs import SchemaNode, escape_pointer, ref_overrides, shown_uri
 
 
 class BranchBudget(Exception):
@@ -23,6 +23,8 @@ class BranchBudget(Exception):
 UNEVALUATED = ("unevaluatedProperties", "unevaluatedItems")
 
 PRESENCE_KEYS = {"required", "anyOf", "oneOf", "allOf", "not"}
+#: what flatten keeps out of a node's own keywords (besides those its draft does not know)
+NOT_OWN = ANNOTATIONS | {"$ref", "$dynamicRef", "allOf"}
 
 
 def presence_only(x) -> bool:
@@ -109,13 +111,14 @@ class LogicMixin:
                     # first: no validator ends (jsonschema recurses until Python's stack is spent)
                     raise SchemaError(f"{kw} {s[kw]!r} ({shown_uri(base, s[kw])}) comes back to {tptr} before "
                                       f"any value is read: a reference cycle", pointer=n.ptr)
-                sub = self.flatten([SchemaNode(target, tbase, tptr, n.inner_scope())], active | {tkey})
+                sub = self.flatten([n.reached(target, tbase, tptr)], active | {tkey})
                 if sub is None:
                     return None
                 out.extend(sub)
-            if refs and self.ref_overrides:
+            if refs and ref_overrides(n):
                 continue  # drafts 4-7: the keywords beside "$ref" are not evaluated
-            if "allOf" in s and "allOf" not in self.unknown_keywords:
+            unknown = self.unknown_keywords(n)
+            if "allOf" in s and "allOf" not in unknown:
                 all_of = s["allOf"]
                 if not isinstance(all_of, list) or not all_of:
                     raise SchemaError("allOf must be a non-empty array", pointer=n.ptr + "/allOf")
@@ -123,19 +126,19 @@ class LogicMixin:
                 if sub is None:
                     return None
                 out.extend(sub)
-            unknown = self.unknown_keywords
-            own_keys = [k for k in s if k not in self._not_own]
+            not_own = NOT_OWN | unknown  # what the node's own keywords leave out
+            own_keys = [k for k in s if k not in not_own]
             if own_keys:
                 copy = "$ref" in s or "$dynamicRef" in s or "allOf" in s or not unknown.isdisjoint(s)
                 d = self.derived(s, "own", lambda: {k: s[k] for k in own_keys}) if copy else s
                 logic = self.rewrite_logic(d, base, n.ptr)
                 if logic is not None:
-                    sub = self.flatten([SchemaNode(logic, base, n.ptr, n.inner_scope())], active)
+                    sub = self.flatten([SchemaNode(logic, base, n.ptr, n.inner_scope(), n.draft, n.own_draft)], active)
                     if sub is None:
                         return None
                     out.extend(sub)
                     continue
-                out.append(SchemaNode(d, base, n.ptr, n.inner_scope()))
+                out.append(SchemaNode(d, base, n.ptr, n.inner_scope(), n.draft, n.own_draft))
         return out
 
     def rewrite_logic(self, s: dict, base: str, ptr: str) -> dict | None:

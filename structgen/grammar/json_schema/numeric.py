@@ -8,7 +8,7 @@ from ...automata.fsa import difference, intersect
 from ..ir import Expr
 from ..numbers import number_dfa
 from .json_values import number_spellings, tighten
-from .refs import SchemaNode
+from .refs import SchemaNode, integer_fraction
 
 
 class NumbersMixin:
@@ -41,7 +41,8 @@ class NumbersMixin:
                     raise SchemaError("multipleOf must be a positive number", pointer=f"{n.ptr}/multipleOf")
                 mults.append(m)
                 mult_nodes.append((m, n))
-        frac = self.integer_fraction
+        # 5.0 is an integer unless a schema that asks for integers is read as draft-04
+        frac = all(integer_fraction(n) for n in nodes if isinstance(n.schema, dict) and _says_integer(n.schema))
         try:
             d = number_dfa(integer=integer, multiple_of=mults[0] if mults else None, allow_integer_fraction=frac, **kw)
             for m in mults[1:]:
@@ -68,5 +69,10 @@ class NumbersMixin:
             d = difference(d, compile_regex("|".join(number_spellings(v) for v in ex)))
         if d.is_empty():
             return None
-        return self.term(("num", integer, non_integer, tuple(sorted(kw.items())), tuple(mults), ex), d,
+        return self.term(("num", integer, integer and frac, non_integer, tuple(sorted(kw.items())), tuple(mults), ex), d,
                          "INT" if integer else "NUM")
+
+
+def _says_integer(schema: dict) -> bool:
+    t = schema.get("type")
+    return t == "integer" or isinstance(t, list) and "integer" in t

@@ -168,18 +168,31 @@ def escape_pointer(k) -> str:
 class SchemaNode:
     """A subschema with its parent's base URI, its JSON pointer and ``scope``: the schema resources
     (base URIs, outermost first, each once) evaluation passed through to reach it -- the dynamic
-    scope a ``$dynamicRef`` inside it is resolved in."""
+    scope a ``$dynamicRef`` inside it is resolved in.
 
-    __slots__ = ("schema", "base", "ptr", "scope")
+    Dialects, as jsonschema evaluates them: ``draft`` is the draft of the schema that reached this one
+    (its parent, or the schema holding the ``$ref``), which decides whether the keywords beside a
+    ``$ref`` here count (not before draft 2019-09); ``own_draft`` is this schema's ``$schema`` or else
+    ``draft``, which decides what its keywords mean and is what the schemas it reaches inherit.  None is
+    an undeclared root's (2020-12, with older drafts' spellings accepted)."""
 
-    def __init__(self, schema, base: str, ptr: str, scope: tuple[str, ...] = ()):
+    __slots__ = ("schema", "base", "ptr", "scope", "draft", "own_draft")
+
+    def __init__(self, schema, base: str, ptr: str, scope: tuple[str, ...] = (), draft: int | None = None,
+                 own_draft: int | None | type(...) = ...):
         self.schema = schema
         self.base = base
         self.ptr = ptr
         self.scope = scope
+        self.draft = draft
+        if own_draft is ...:
+            from .input import subschema_draft
+
+            own_draft = subschema_draft(schema, draft)
+        self.own_draft = own_draft
 
     def key(self):
-        return (id(self.schema), self.base)
+        return (id(self.schema), self.base, self.draft, self.own_draft)
 
     def inner_scope(self) -> tuple[str, ...]:
         """The dynamic scope inside this subschema: ``scope`` and, when it starts a resource not in
@@ -189,8 +202,25 @@ class SchemaNode:
 
     def child(self, schema, ptr: str, base: str | None = None) -> "SchemaNode":
         """A subschema met inside this one (``base``: this one's own base when it has an ``$id``)."""
-        return SchemaNode(schema, self.base if base is None else base, ptr, self.inner_scope())
+        return SchemaNode(schema, self.base if base is None else base, ptr, self.inner_scope(), self.own_draft)
 
-    def replaced(self, schema) -> "SchemaNode":
-        """This location with a schema derived from its own (same base, pointer and scope)."""
-        return SchemaNode(schema, self.base, self.ptr, self.scope)
+    def reached(self, schema, base: str, ptr: str) -> "SchemaNode":
+        """The target of a reference in this subschema (evaluated in this one's dialect)."""
+        return SchemaNode(schema, base, ptr, self.inner_scope(), self.own_draft)
+
+    def replaced(self, schema, scope: tuple[str, ...] | None = None) -> "SchemaNode":
+        """This location with a schema derived from its own (same base, pointer, scope and dialects)."""
+        return SchemaNode(schema, self.base, self.ptr, self.scope if scope is None else scope, self.draft,
+                          self.own_draft)
+
+
+def ref_overrides(n: SchemaNode) -> bool:
+    """Drafts 4-7: a ``$ref`` replaces its schema object (the keywords beside it are not evaluated), as
+    the draft of the schema that reached ``n`` reads it."""
+    return n.draft is not None and n.draft <= 7
+
+
+def integer_fraction(n: SchemaNode) -> bool:
+    """From draft-06 on, a number with a zero fraction (5.0) is an integer; draft-04 writes integers
+    without one."""
+    return n.own_draft is None or n.own_draft >= 6

@@ -19,6 +19,7 @@ import torch
 
 from ...errors import GenerationError, InvalidArgument
 from ..kv_cache import KVCacheModel, causal_lm_forward, new_cache
+from ..row_invariant import prompt_rows
 
 __all__ = ["TokenLM", "Particles", "ModelLM", "ModelParticles", "PrefixParticles", "HashLM"]
 
@@ -105,7 +106,8 @@ class ModelLM:
             common += 1
         common = min(common, len(want) - 1)  # at least one token is fed: its logits are the answer
         self._kv.crop(common)
-        logits = self._kv.forward(want[common:], logits_to_keep=1)[-1]
+        with prompt_rows(len(self.prompt)):  # from an empty cache: the prompt one block, the prefix row by row
+            logits = self._kv.forward(want[common:], logits_to_keep=1)[-1]
         self.forward_passes += 1
         return self._remember(key, self._normalise(logits))
 

@@ -574,3 +574,37 @@ def test_a_dependency_holds_for_every_value_that_is_not_an_object(comp, schema):
     for value in [None, True, 1, "s", [], {}, {"x": 1}, {"error": 1}, {"x": 1, "error": 2}, {"x": 1, "a": 1},
                   {"x": 1, "a": 1, "b": 2}]:
         assert accepts(comp, schema, value, property_order="any") == validator(schema).is_valid(value), value
+
+
+_D4 = "http://json-schema.org/draft-04/schema#"
+_D2020 = "https://json-schema.org/draft/2020-12/schema"
+
+
+@pytest.mark.parametrize("schema, values", [
+    # a "$schema" inside switches the draft for what that subschema reaches (its children, its refs' targets),
+    # as jsonschema evaluates it; the keywords beside a "$ref" count or not by the draft that reached it
+    ({"properties": {"a": {"$schema": _D4, "$ref": "#/definitions/s", "type": "number"}},
+      "definitions": {"s": {"type": "string"}}}, [{"a": "x"}, {"a": 1}]),
+    ({"properties": {"a": {"$ref": "#/definitions/w"}},
+      "definitions": {"w": {"$schema": _D4, "properties": {"b": {"$ref": "#/definitions/s", "type": "number"}}},
+                      "s": {"type": "string"}}}, [{"a": {"b": "x"}}, {"a": {"b": 1}}]),
+    ({"properties": {"a": {"$schema": _D4, "properties": {"b": {"$ref": "#/definitions/s", "type": "number"}}}},
+      "definitions": {"s": {"type": "string"}}}, [{"a": {"b": "x"}}, {"a": {"b": 1}}]),
+    ({"$schema": _D4, "properties": {"a": {"$schema": _D2020, "properties": {
+        "b": {"$ref": "#/definitions/s", "type": "number"}}}}, "definitions": {"s": {"type": "string"}}},
+     [{"a": {"b": "x"}}, {"a": {"b": 1}}]),
+    # draft-04 writes integers without a fraction: 1.0 is not one inside, is one outside
+    ({"properties": {"a": {"$schema": _D4, "properties": {"i": {"type": "integer"}}}, "j": {"type": "integer"}}},
+     [{"a": {"i": 1.0}}, {"a": {"i": 1}}, {"j": 1.0}]),
+    # the fuzz case (a mutated MaskBench schema): a draft-04 definition reached by a $ref from the undeclared root
+    ({"definitions": {"user": {"$schema": _D4, "properties": {"mail": {"$ref": "#/definitions/user/definitions/m",
+                                                                        "type": "number"}},
+                               "definitions": {"m": {"type": ["string"]}}, "type": ["object"]}},
+      "properties": {"user": {"$ref": "#/definitions/user"}}, "type": ["object"]},
+     [{"user": {"mail": "a@b.c"}}, {"user": {"mail": 1}}]),
+])
+def test_a_schema_inside_switches_the_draft_as_jsonschema_does(comp, schema, values):
+    validator = jsonschema.validators.validator_for(schema)(schema)
+    for value in values:
+        text = json.dumps(value)
+        assert accepts_text(comp, schema, text, property_order="any") == validator.is_valid(value), value

@@ -1,0 +1,107 @@
+"""The output layer as 8-bit weights (fbgemm's int8 GEMM), the hidden dimensions that carry outliers in fp32.
+
+With the 4-bit layers on torch's int4 kernel (``gguf_q4``), the fp32 output layer (vocabulary x hidden:
+113 MB for SmolLM2-135M, read whole at every forward pass) became a third of a decoding step; llama.cpp
+multiplies the GGUF's Q8_0 output weights with 8-bit activations.  ``install`` runs it through torch's
+dynamic int8 linear (``quantized::linear_dynamic``: int8 weights per output row, each activation row
+rounded to 8 bits over its own range, int32 sums): 28 MB per pass, 10 -> 1 ms here.
+
+One rounding step per row is the problem: the final hidden state of a transformer has a few dimensions
+10-50x larger than the rest ("massive activations", the same dimensions whatever the input), and they
+would set that step for all.  Those ``OUTLIER_DIMS`` dimensions stay fp32 (a 49,152 x 32 matrix-vector
+product beside the int8 one); which they are is found once per model, on a forward pass over a fixed,
+spread-out set of token ids (no text or tokenizer needed).  Measured against the dense fp32 model on 300
+held-out tokens: KL 0.00034 nats and top-1 agreement 0.997 (the 4-bit layers alone: 0.00022, 0.990);
+without the fp32 dimensions, KL 0.0037.
+
+Rows are quantized and multiplied one at a time, so a token's logits are the same whatever the number of
+tokens in the pass (``row_invariant``): speculative decoding stays token-identical to plain decoding.
+"""
+from __future__ import annotations
+
+import types
+import warnings
+from typing import Any
+
+import torch
+
+__all__ = ["install", "available", "OUTLIER_DIMS", "is_installed", "is_installed_on"]
+
+#: Hidden dimensions of the output layer's input computed in fp32.
+OUTLIER_DIMS = 32
+#: Token ids fed once to find them: this many, spread over the vocabulary.
+CALIBRATION_TOKENS = 128
+_MARK = "_structgen_int8_output"
+
+
+def available() -> bool:
+    """Whether this torch build has the quantized int8 linear kernels."""
+    try:
+        return hasattr(torch.ops.quantized, "linear_dynamic") and hasattr(torch.ops.quantized, "linear_prepack")
+    except (AttributeError, RuntimeError):  # pragma: no cover - a torch built without quantized ops
+        return False
+
+
+def outlier_dims(hf_model: Any, n: int = OUTLIER_DIMS) -> torch.Tensor:
+    """The ``n`` dimensions of the output layer's input with the largest magnitude over a forward pass of
+    ``CALIBRATION_TOKENS`` token ids spread evenly over the vocabulary (sorted)."""
+    head = hf_model.get_output_embeddings()
+    vocab = int(head.weight.shape[0])
+    step = max(1, vocab // CALIBRATION_TOKENS)
+    ids = list(range(step // 2, vocab, step))[:CALIBRATION_TOKENS]
+    caught: list[torch.Tensor] = []
+    hook = head.register_forward_pre_hook(lambda _m, args: caught.append(args[0].detach().reshape(-1, args[0].shape[-1])))
+    try:
+        with torch.no_grad():
+            hf_model(input_ids=torch.tensor([ids]), use_cache=False, logits_to_keep=0)
+    finally:
+        hook.remove()
+    peak = caught[0].float().abs().amax(0)
+    return peak.argsort(descending=True)[:n].sort().values
+
+
+def _int8_forward(self: torch.nn.Linear, x: torch.Tensor) -> torch.Tensor:
+    packed, dense_cols, rest, outliers = self._structgen_int8
+    k = x.shape[-1]
+    x2 = x.reshape(-1, k).float()
+    main, out = x2.index_select(1, rest), x2.index_select(1, outliers)
+    rows = [torch.ops.quantized.linear_dynamic(main[i:i + 1], packed, False)[0] + torch.mv(dense_cols, out[i])
+            for i in range(x2.shape[0])]
+    logits = torch.stack(rows)
+    if self.bias is not None:
+        logits = logits + self.bias
+    return logits.reshape(*x.shape[:-1], logits.shape[-1]).to(x.dtype)
+
+
+def install(hf_model: Any) -> bool:
+    """Run ``hf_model``'s output layer as int8 weights with its outlier input dimensions in fp32; False
+    (the model untouched) where torch lacks the kernels or the layer is not a plain ``nn.Linear``."""
+    head = hf_model.get_output_embeddings()
+    if not available() or not isinstance(head, torch.nn.Linear) or getattr(head, _MARK, False):
+        return False
+    outliers = outlier_dims(hf_model)
+    w = head.weight.detach().float()
+    keep = torch.ones(w.shape[1], dtype=torch.bool)
+    keep[outliers] = False
+    rest = keep.nonzero()[:, 0]
+    main = w.index_select(1, rest)
+    scale = (main.abs().amax(1).clamp_min(1e-12) / 127).double()
+    try:
+        with warnings.catch_warnings():  # quantized tensors are deprecated in torch 2.13; the kernel is not
+            warnings.simplefilter("ignore", UserWarning)
+            qweight = torch.quantize_per_channel(main, scale, torch.zeros(w.shape[0], dtype=torch.long), 0, torch.qint8)
+            packed = torch.ops.quantized.linear_prepack(qweight, None)
+    except (RuntimeError, AttributeError):  # a torch whose quantized engine cannot take it: stay fp32
+        return False
+    head._structgen_int8 = (packed, w.index_select(1, outliers).contiguous(), rest, outliers)
+    head.forward = types.MethodType(_int8_forward, head)
+    setattr(head, _MARK, True)
+    return True
+
+
+def is_installed(hf_model: Any) -> bool:
+    return is_installed_on(hf_model.get_output_embeddings())
+
+
+def is_installed_on(layer: Any) -> bool:
+    return bool(getattr(layer, _MARK, False))
