@@ -413,8 +413,11 @@ def default_model_folder(cache_dir: str | os.PathLike[str] | None = None) -> Pat
 
 
 def _q4_cache_file(model: Model, root: Path) -> Path:
-    """Where ``model``'s packed 4-bit layers are kept: keyed by the GGUF's content and torch's version."""
-    return root / f".{model.name}-q4-{_source_key(Path(model.source))[7:23]}-torch{torch.__version__}.pkl"
+    """Where ``model``'s packed 4-bit layers are kept: keyed by the GGUF's content, torch's version and the
+    CPU capability torch's kernels run at (the int4 packing's layout differs between AVX2 and AVX-512: a
+    cache written on one machine read on the other multiplied garbage)."""
+    cpu = torch.backends.cpu.get_cpu_capability().lower()
+    return root / f".{model.name}-q4-{_source_key(Path(model.source))[7:23]}-torch{torch.__version__}-{cpu}.pkl"
 
 
 def _install_q4(model: Model, root: Path, *, insist: bool) -> bool:

@@ -146,7 +146,21 @@ def _cached_layers(path: Path, hf_model: Any) -> dict[str, tuple[torch.Tensor, t
         if scale_zero.shape != (k // GROUP, n, 2):
             return None
         layers[name] = (torch.from_numpy(packed), torch.from_numpy(scale_zero).view(torch.bfloat16))
+    if layers and not _packing_agrees(modules, layers):
+        return None  # packed for another layout (the file name now carries the CPU capability too)
     return layers
+
+
+def _packing_agrees(modules: dict, layers: dict) -> bool:
+    """Whether the first cached layer multiplies as its fp32 weight does (within bf16 rounding): the
+    int4 packing's layout depends on the CPU capability, and a file packed for another one reads back
+    without an error and multiplies garbage."""
+    name = next(iter(layers))
+    weight = modules[name].weight.detach().float()
+    x = torch.linspace(-1.0, 1.0, weight.shape[1]).reshape(1, -1)
+    want = x @ weight.t()
+    got = torch.ops.aten._weight_int4pack_mm_for_cpu(x.to(torch.bfloat16), layers[name][0], GROUP, layers[name][1]).float()
+    return bool((got - want).abs().max() <= 0.05 * want.abs().max() + 1e-3)
 
 
 def install(hf_model: Any, gguf_path: str | Path, cache_file: Path | None = None) -> int:

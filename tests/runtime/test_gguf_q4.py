@@ -142,3 +142,28 @@ def test_a_prompt_is_one_block_and_drafts_after_it_rows_as_plain_decoding_comput
     with prompt_rows(len(prompt)):
         together = kv.forward(prompt + drafts, logits_to_keep=len(drafts) + 1)
     assert torch.equal(together[:1], alone) and torch.equal(together[1:], one_by_one)
+
+
+def test_a_cache_packed_for_another_layout_is_packed_again(smol_dense, tmp_path):
+    """The int4 packing's layout depends on the CPU capability (AVX2 and AVX-512 differ): a cache read
+    back in the wrong layout is noticed by multiplying one layer, and packed again."""
+    import copy
+
+    from structgen.models import smollm2_gguf_path
+
+    cache = tmp_path / "q4.pkl"
+    first = copy.deepcopy(smol_dense.hf_model)
+    gguf_q4.install(first, smollm2_gguf_path(), cache)
+    from structgen._cache import atomic_pickle_dump, pickle_load_or_none
+
+    data = pickle_load_or_none(cache)
+    name = next(iter(data["layers"]))
+    packed, scale_zero = data["layers"][name]
+    data["layers"][name] = (packed[::-1].copy(), scale_zero)  # rows of another layout
+    atomic_pickle_dump(data, cache)
+    assert gguf_q4._cached_layers(cache, copy.deepcopy(smol_dense.hf_model)) is None
+    second = copy.deepcopy(smol_dense.hf_model)
+    gguf_q4.install(second, smollm2_gguf_path(), cache)
+    ids = torch.tensor([list(range(1000, 1010))])
+    with torch.no_grad():
+        assert torch.equal(first(ids).logits, second(ids).logits)

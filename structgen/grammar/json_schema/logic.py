@@ -395,6 +395,7 @@ class LogicMixin:
             return sig
         for x in flat:
             s = x.schema
+            _check_signature_shapes(x)
             t = s.get("type")
             if t is not None:
                 ts = set([t] if isinstance(t, str) else t)
@@ -442,3 +443,16 @@ class LogicMixin:
         for x in syms[1:]:
             d = union(d, self.ir.terminals[x.name].dfa)
         return d
+
+
+def _check_signature_shapes(n: SchemaNode) -> None:
+    """The keywords a branch signature reads, with the shapes the meta-schema requires: a ``$ref`` can
+    reach a subschema where the meta-schema check never looked (under a key that is no keyword)."""
+    s = n.schema
+    t = s.get("type")
+    if t is not None and not (t in TYPES or isinstance(t, list) and all(isinstance(x, str) and x in TYPES for x in t)):
+        raise SchemaError(f"invalid type {t!r}", pointer=f"{n.ptr}/type")
+    if "required" in s and not (isinstance(s["required"], list) and all(isinstance(k, str) for k in s["required"])):
+        raise SchemaError("required must be an array of strings", pointer=f"{n.ptr}/required")
+    if "properties" in s and not isinstance(s["properties"], dict):
+        raise SchemaError("properties must be an object", pointer=f"{n.ptr}/properties")

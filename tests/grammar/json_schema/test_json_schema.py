@@ -608,3 +608,14 @@ def test_a_schema_inside_switches_the_draft_as_jsonschema_does(comp, schema, val
     for value in values:
         text = json.dumps(value)
         assert accepts_text(comp, schema, text, property_order="any") == validator.is_valid(value), value
+
+
+def test_a_ref_into_a_place_the_meta_schema_never_checked_gets_a_schema_error(comp):
+    """``#/name`` is under a key that is no keyword, so the meta-schema check does not look there; a
+    oneOf over it read its ``properties`` as an object and raised AttributeError (fuzz seed 27, case
+    9440). Now: a SchemaError naming the pointer."""
+    schema = {"type": "object", "properties": {"x": {"oneOf": [{"$ref": "#/name"}, {"$ref": "#/other"}]}},
+              "name": {"type": "object", "properties": "object"}, "other": {"type": "string"}}
+    with pytest.raises(SchemaError, match="properties must be an object") as e:
+        comp.compile_json_schema(schema)
+    assert e.value.pointer == "#/name/properties"
