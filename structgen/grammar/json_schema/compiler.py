@@ -48,9 +48,7 @@ class SchemaCompiler(LogicMixin, FiniteValuesMixin, StringsMixin, NumbersMixin, 
         self._rules: dict[tuple, str] = {}
         self._terms: dict[tuple, Sym] = {}
         self._validator = None
-        # draft-04 and older: an integer is written without a fraction (5.0 is a number, not an
-        # integer); from draft-06 on, any number with a zero fraction is an integer
-        # (per subschema: a "$schema" inside switches the draft for what it reaches; refs.SchemaNode)
+        # the root's draft; a "$schema" inside switches it for what that subschema reaches (refs.SchemaNode)
         self.root_draft = declared_draft(root)
         self.left_out = keywords_left_out(root, self.resolver.documents)  # by the meta-schema's $vocabulary
         ws = self.opts.max_whitespace if self.opts.max_whitespace is not None else DEFAULT_MAX_WHITESPACE

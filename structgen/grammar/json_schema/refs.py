@@ -4,6 +4,7 @@ its parent's base URI and its JSON pointer (a URI-prefixed one inside another do
 """
 from __future__ import annotations
 
+from types import EllipsisType
 from typing import Any
 import functools
 import re
@@ -179,13 +180,13 @@ class SchemaNode:
     __slots__ = ("schema", "base", "ptr", "scope", "draft", "own_draft")
 
     def __init__(self, schema, base: str, ptr: str, scope: tuple[str, ...] = (), draft: int | None = None,
-                 own_draft: int | None | type(...) = ...):
+                 own_draft: int | None | EllipsisType = ...):
         self.schema = schema
         self.base = base
         self.ptr = ptr
         self.scope = scope
         self.draft = draft
-        if own_draft is ...:
+        if own_draft is ...:  # not given: this schema's own $schema, else the draft that reached it
             from .input import subschema_draft
 
             own_draft = subschema_draft(schema, draft)
