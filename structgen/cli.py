@@ -405,6 +405,15 @@ def _add_bench_grammar(bench_sub) -> None:
     r.add_argument("--seed", type=int, default=0)
     r.add_argument("--engines", default="structgen,llguidance")
     r.set_defaults(func=_run_bench_regex)
+    x = bench_sub.add_parser("dead-ends", help="walks with rollback off: how often nothing is allowed before the end",
+                             description="Random walks over the Matcher's mask (no token ever taken back, as in "
+                                         "vLLM) on check-heavy MaskBench schemas or uniqueItems arrays of short "
+                                         "strings; counts the walks that reach a state with no token allowed.")
+    x.add_argument("--corpus", choices=("maskbench", "unique"), default="maskbench")
+    x.add_argument("--schemas", type=int, default=40)
+    x.add_argument("--walks", type=int, default=4, help="walks per schema (default 4)")
+    x.add_argument("--seed", type=int, default=0)
+    x.set_defaults(func=_run_bench_dead_ends)
     d = bench_sub.add_parser("decode", help="SmolLM2 tokens/s: plain, jump-forward and speculative decoding",
                              description="Forward-pass cost over k tokens (F.linear, fast_linear, int4 weights), then greedy "
                                          "tokens/s of plain decoding, jump-forward (grammar-forced drafts) and full "
@@ -431,6 +440,14 @@ def _run_bench_grammar(args) -> int:
     res = bench_grammar(args.grammar, tokenizer=args.tokenizer, n_docs=args.docs, seed=args.seed,
                         engines=tuple(args.engines.split(",")), syncode_python=args.syncode_python)
     print(format_grammar_table(res))
+    return 0
+
+
+def _run_bench_dead_ends(args) -> int:
+    from .bench.dead_ends import format_dead_ends, run_dead_ends
+
+    res = run_dead_ends(corpus=args.corpus, schemas=args.schemas, walks=args.walks, seed=args.seed)
+    print(format_dead_ends(res))
     return 0
 
 

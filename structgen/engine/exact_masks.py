@@ -20,18 +20,35 @@ only these tokens are tried, the rest provably run no check:
 
 The byte sets are cached per grammar and lexer core, the per-byte token sets per vocabulary, so a
 step costs a few numpy word operations plus one trial per candidate.
+
+**No dead ends.** A token ``accept_token`` takes can still lead into a state where every token is
+refused before the output is complete: a string item of a ``uniqueItems`` array one character short
+of its ``maxLength`` (``"ab`` then ``c`` when ``"abc"`` is an earlier item: only the closing quote
+may follow, and the check refuses it), or a new item whose one-character value repeats an earlier
+one.  A serving engine cannot take tokens back, so such tokens are cleared too: a token whose state
+is *cornered* -- every token its automaton allows may run a check, and there are at most
+``LOOKAHEAD_TOKENS`` of them -- is kept only when one of those passes its trial or the output may end
+there (:func:`dead_after`).  The tokens looked at are the candidates a trial steps anyway, and the
+few inside tokens that would spell an earlier item of the array being written
+(:func:`_item_completions`); every token cleared this way leads into a state with no token
+allowed, so no output that has a valid completion loses it.
 """
 from __future__ import annotations
 
+import json
 import weakref
 
 import numpy as np
 
 from ..byte_lru import ByteLRU
-from .checks import CheckRun
+from .checks import CheckRun, can_end_checked
 from .walks import MASK
 
-__all__ = ["exact_mask"]
+__all__ = ["exact_mask", "dead_after", "LOOKAHEAD_TOKENS"]
+
+#: a state is looked ahead into (its allowed tokens tried) only when its automaton allows at most
+#: this many tokens, all of which may run a check: a value that can only close
+LOOKAHEAD_TOKENS = 64
 
 _by_byte: dict[tuple[int, str], np.ndarray] = {}  # (trie uid, kind) -> [256, n_words] token sets
 _closing: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()  # lexer core -> closing bytes
@@ -39,6 +56,11 @@ _triggers: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()  # grammar 
 #: candidate token ids per automaton state (keyed as the grammar's masks are): a function of the
 #: state alone, so a step with checks costs a dictionary hit plus the trials
 CANDIDATES = ByteLRU(8 << 20, name="exact.candidates")
+#: per automaton state: the candidate tuple when every non-EOS token its automaton allows is a
+#: candidate and there are at most LOOKAHEAD_TOKENS of them (a cornered state), else ()
+CORNERED = ByteLRU(4 << 20, name="exact.cornered")
+_grows: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()  # lexer core -> bool per state
+_token_ids: dict[int, dict] = {}  # trie uid -> {token bytes: id}
 
 
 def _token_sets(trie, kind: str) -> np.ndarray:
@@ -140,9 +162,69 @@ def _by_bytes(g, cands) -> tuple[int, ...]:
     return tuple(sorted(cands, key=tb.__getitem__))
 
 
-def refused_tokens(g, state: tuple, tracker: tuple, out, tokens: tuple[int, ...]) -> list[int]:
+def _state_key(g, cid: int, lx, ls: int) -> int:
+    return g._uid | (cid << 48) | (lx.id << 28) | ls  # as CompiledGrammar.mask keys its masks
+
+
+def _candidate_ids(g, cid: int, lx, ls: int, mask: np.ndarray) -> tuple[int, ...]:
+    key = _state_key(g, cid, lx, ls)
+    cands = CANDIDATES.get(key)
+    if cands is None:
+        cands = _by_bytes(g, _candidates(g, lx, ls, mask).tolist())  # ints in a tuple: untracked by the GC
+        CANDIDATES.put(key, cands)
+    return cands
+
+
+def _inside_grows(core) -> np.ndarray:
+    """Bool per lexer state: a printable ASCII byte other than a quote or backslash continues the
+    lexeme into a state that is not a closing one (a one-byte token there runs no check)."""
+    hit = _grows.get(core)
+    if hit is None:
+        trans, cm = core.trans, core.classmap.astype(np.intp)
+        closing = (trans < 0).all(axis=1) & (core.acc_id >= 0)
+        plain = np.array([b for b in range(0x20, 0x7F) if b not in (0x22, 0x5C)], dtype=np.intp)
+        nxt = trans[:, cm[plain]]
+        hit = _grows[core] = ((nxt >= 0) & ~closing[np.where(nxt >= 0, nxt, 0)]).any(axis=1)
+    return hit
+
+
+def _cornered(g, cid: int, lx, ls: int) -> tuple[int, ...]:
+    """The candidates of a cornered state (see the module's docstring), or () when it is not."""
+    key = _state_key(g, cid, lx, ls)
+    hit = CORNERED.get(key)
+    if hit is None:
+        hit = ()
+        mask = g.mask(cid, lx, ls)
+        cands = _candidate_ids(g, cid, lx, ls, mask)
+        if len(cands) <= LOOKAHEAD_TOKENS:
+            n_eos = sum(1 for e in g.eos_ids if mask[e >> 5] >> (e & 31) & 1)
+            if int(np.unpackbits(mask.view(np.uint8)).sum()) - n_eos == len(cands):
+                hit = cands or (-1,)  # (-1,): nothing but EOS is allowed
+        CORNERED.put(key, hit)
+    return hit
+
+
+def dead_after(g, state: tuple, tracker: tuple, out) -> bool:
+    """True when no token is allowed after ``out`` in ``state`` (with ``tracker``) and the output may
+    not end there: a dead end.  Decided only for cornered states (False elsewhere: some token there
+    runs no check, or too many could to try them all)."""
+    cid, lx, ls = state
+    if ls and not lx.widened and _inside_grows(lx.core)[ls]:
+        return False
+    cands = _cornered(g, cid, lx, ls)
+    if not cands:
+        return False
+    if can_end_checked(g, cid, lx, ls, tracker, out):
+        return False
+    if cands == (-1,):
+        return True
+    return len(refused_tokens(g, state, tracker, out, cands, lookahead=False)) == len(cands)
+
+
+def refused_tokens(g, state: tuple, tracker: tuple, out, tokens: tuple[int, ...], lookahead: bool = True) -> list[int]:
     """The ``tokens`` (sorted by bytes) that ``g.advance`` with checks refuses from ``state``
-    after ``out``.  The tokens are walked as a trie: a prefix shared by several tokens is stepped
+    after ``out`` -- with ``lookahead``, also those after which nothing is allowed (:func:`dead_after`).
+    The tokens are walked as a trie: a prefix shared by several tokens is stepped
     (and its checks run: a closing quote's value check, an array item's identity) once, not once
     per token -- most candidates share their first byte, the one that ends the checked value."""
     token_bytes = g.trie.token_bytes
@@ -171,24 +253,56 @@ def refused_tokens(g, state: tuple, tracker: tuple, out, tokens: tuple[int, ...]
             st = None if nxt is None else (nxt[0], nxt[1], nxt[2], run.tracker)
             path.append(st)
             k += 1
-        if st is None or finish(st[0], st[1], st[2]) is None:
+        fin = None if st is None else finish(st[0], st[1], st[2])
+        if fin is None or lookahead and dead_after(g, fin, st[3], buf):
             refused.append(t)
         prev = data
     return refused
+
+
+def _item_completions(g, tracker: tuple, out, mask: np.ndarray, cands: tuple) -> tuple[int, ...]:
+    """Allowed inside tokens that would spell more of an earlier item of the array whose string
+    item is being written (its text so far a prefix of that item's, both as JSON writes them without
+    escapes): the inside tokens that can corner a ``uniqueItems`` string item (sorted by bytes;
+    candidates left out).  An item spelled with escapes (``"\u0063"`` for ``"c"``) is compared as
+    written, so its dead end is left to the decoding loop's rollback."""
+    in_str, _, frames, _, _ = tracker
+    top = frames[-1] if frames else None
+    if not in_str or top is None or top[0] != "a" or top[1] < 0 or not top[2]:
+        return ()
+    typed = bytes(out[top[1]:])
+    ids = _token_ids.get(g.trie.uid)
+    if ids is None:
+        if len(_token_ids) >= 4:
+            _token_ids.clear()
+        ids = _token_ids[g.trie.uid] = {b: i for i, b in reversed(list(enumerate(g.trie.token_bytes))) if b}
+    skip = set(cands)
+    found = set()
+    for ident in top[2]:
+        if not (isinstance(ident, tuple) and len(ident) == 2 and ident[0] == "s"):
+            continue
+        text = json.dumps(ident[1], ensure_ascii=False).encode("utf-8")
+        if len(text) <= len(typed) + 1 or not text.startswith(typed):
+            continue
+        rest = text[len(typed):-1]  # the closing quote's tokens are candidates already
+        for k in range(1, len(rest) + 1):
+            t = ids.get(rest[:k])
+            if t is not None and t not in skip and mask[t >> 5] >> (t & 31) & 1:
+                found.add(t)
+    return _by_bytes(g, found) if found else ()
 
 
 def exact_mask(g, state: tuple, tracker: tuple, out: bytearray, mask: np.ndarray) -> np.ndarray:
     """``mask`` (the automaton's, read-only) without the tokens a check refuses from ``state`` after
     ``out``; the same array when nothing is refused."""
     cid, lx, ls = state
-    key = g._uid | (cid << 48) | (lx.id << 28) | ls  # as CompiledGrammar.mask keys its masks
-    cands = CANDIDATES.get(key)
-    if cands is None:
-        cands = _by_bytes(g, _candidates(g, lx, ls, mask).tolist())  # ints in a tuple: untracked by the GC
-        CANDIDATES.put(key, cands)
-    if not cands:
+    cands = _candidate_ids(g, cid, lx, ls, mask)
+    spelled = _item_completions(g, tracker, out, mask, cands) if g.checks.item_frames else ()
+    if not cands and not spelled:
         return mask
-    refused = refused_tokens(g, state, tracker, out, cands)
+    refused = refused_tokens(g, state, tracker, out, cands) if cands else []
+    if spelled:
+        refused += [t for t in refused_tokens(g, state, tracker, out, spelled)]
     if not refused:
         return mask
     m = mask.copy()

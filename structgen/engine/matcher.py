@@ -133,9 +133,10 @@ class Matcher:
     def next_token_mask(self) -> np.ndarray:
         """The allowed set as uint32 words (bit t of word t//32); read-only, cached.
 
-        Exact: a token is allowed exactly when :meth:`accept_token` takes it.  Where the grammar
-        has checks at value boundaries, the tokens whose value a check refuses are cleared
-        (:mod:`structgen.engine.exact_masks`)."""
+        Exact: a token is allowed only when :meth:`accept_token` takes it, and every token it takes
+        is allowed unless nothing could follow it.  Where the grammar has checks at value
+        boundaries, the tokens whose value a check refuses are cleared, and those after which
+        every token would be refused (:mod:`structgen.engine.exact_masks`)."""
         if self._terminated:
             return np.zeros(self.grammar.n_words, dtype=np.uint32)
         m = self.grammar.mask(*self._state)
@@ -195,8 +196,9 @@ class Matcher:
     @property
     def may_dead_end(self) -> bool:
         """True when a check at a value boundary can leave no token allowed before the output is
-        complete (a string item of a uniqueItems array at its maxLength whose only completions are
-        earlier items): the decoding loop may then take tokens back.  The mask stays exact either
+        complete (the mask looks one token ahead, so only a dead end entered further back: an
+        object whose only key fails a check that runs at its ``}``): the decoding loop may then
+        take tokens back.  The mask stays exact either
         way: ``accept_token`` takes every token the mask allows."""
         return self._tracker is not None
 

@@ -244,8 +244,8 @@ class GrammarIR:
     #: a post-lexer that turns newline lexemes into indent / dedent symbols (structgen.grammar.indenter)
     indenter: "Any" = None
 
-    def add_terminal(self, name: str, dfa: DFA, *, ignore: bool = False) -> Sym:
-        self.terminals[name] = Terminal(name, dfa, ignore)
+    def add_terminal(self, name: str, dfa: DFA, *, ignore: bool = False, follow: FollowCondition | None = None) -> Sym:
+        self.terminals[name] = Terminal(name, dfa, ignore, follow=follow)
         return Sym(name)
 
     def embed(self, other: "GrammarIR", prefix: str) -> str:

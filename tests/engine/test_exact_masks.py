@@ -1,8 +1,10 @@
 """The Matcher's mask is exact where the grammar has checks at value boundaries: a token is
-allowed exactly when ``accept_token`` takes it (vLLM ends a request with an error otherwise).
+allowed only when ``accept_token`` takes it (vLLM ends a request with an error otherwise), and a
+token taken is left out only when nothing could follow it (a dead end).
 
 Brute force: at states reached by random walks, every token of the automaton's mask (a superset
-of what can be accepted) is tried, and the Matcher's mask must equal the tokens taken."""
+of what can be accepted) is tried, and the Matcher's mask must be the tokens taken less the dead
+ends."""
 from __future__ import annotations
 
 import random
@@ -39,20 +41,32 @@ def compiler(smol_info):
     return GrammarCompiler(smol_info)
 
 
-def _check_exact(m: Matcher, g) -> tuple[set[int], int]:
-    """The Matcher's mask against brute force over the automaton's; (allowed ids, tokens refused)."""
-    exact = _ids(m.next_token_mask(), g.vocab_size)
-    automaton = _ids(g.mask(*m._state), g.vocab_size)
+def _taken(m: Matcher, g) -> set[int]:
+    """Brute force: the tokens of the automaton's mask that ``accept_token`` takes (EOS when the
+    output may end)."""
     taken = set()
-    for t in automaton:
+    for t in _ids(g.mask(*m._state), g.vocab_size):
         if t in g.eos_ids:
             if m.is_accepting():
                 taken.add(t)
         elif m.accept_token(t):
             taken.add(t)
             m.rollback(1)
-    assert exact == taken, (m.output_bytes(), sorted(exact ^ taken)[:10])
-    return exact, len(automaton - taken)
+    return taken
+
+
+def _check_exact(m: Matcher, g) -> tuple[set[int], int]:
+    """The Matcher's mask against brute force over the automaton's; (allowed ids, tokens refused).
+    Every allowed token is taken; a token taken but not allowed must lead into a dead end (no token
+    taken after it, the output unfinished): the mask's lookahead clears those and nothing else."""
+    exact = _ids(m.next_token_mask(), g.vocab_size)
+    taken = _taken(m, g)
+    assert exact <= taken, (m.output_bytes(), sorted(exact - taken)[:10])
+    for t in taken - exact:
+        assert m.accept_token(t)
+        assert not m.is_accepting() and not _taken(m, g), (m.output_bytes(), t, "cleared but not a dead end")
+        m.rollback(1)
+    return exact, len(_ids(g.mask(*m._state), g.vocab_size) - exact)
 
 
 @pytest.mark.parametrize("name", sorted(SCHEMAS))
@@ -88,3 +102,53 @@ def test_a_duplicate_s_closing_quote_is_not_in_the_mask(compiler, smol_info):
     assert m.accept_string("c") and m.is_token_allowed(quote)
     m.rollback(1)  # the memo follows the state: the duplicate is refused again
     assert not m.is_token_allowed(quote)
+
+
+def test_no_token_leads_into_a_dead_end_of_a_unique_string_item(compiler, smol_info):
+    """The named dead end: a string item one character short of its maxLength, whose only completion
+    repeats an earlier item -- the token that would corner it is cleared; others stay."""
+    tok = {b: i for i, b in reversed(list(enumerate(smol_info.token_bytes)))}
+    g = compiler.compile_json_schema(SCHEMAS["unique strings"][0])
+    m = Matcher(g)
+    assert m.accept_string('["abc", "ab')
+    allowed = _ids(m.next_token_mask(), g.vocab_size)
+    assert tok[b"c"] not in allowed and tok[b"d"] in allowed
+    assert m.accept_token(tok[b"c"]) and not _ids(m.next_token_mask(), g.vocab_size)  # what it would lead to
+    one = compiler.compile_json_schema({"type": "array", "items": {"type": "string", "maxLength": 1}, "uniqueItems": True})
+    m = Matcher(one)
+    assert m.accept_string('["a", "')
+    allowed = _ids(m.next_token_mask(), one.vocab_size)
+    assert tok[b"a"] not in allowed and tok[b"b"] in allowed
+
+
+def test_random_walks_never_meet_a_dead_end(compiler, smol_info):
+    """Walks that take any allowed token (rollback never used) always find a token or may end.
+    (Items are written without escapes: one spelled ``"\u0063"`` is compared as written.)"""
+    g = compiler.compile_json_schema({"type": "array", "items": {"type": "string", "maxLength": 1,
+                                                                   "pattern": "^[abc]*$"},
+                                      "uniqueItems": True, "maxItems": 4})  # 4 distinct items exist
+    assert g.checks
+    rng = random.Random(0)
+    for _ in range(30):
+        m = Matcher(g)
+        for _ in range(40):
+            pool = sorted(t for t in _ids(m.next_token_mask(), g.vocab_size) - set(g.eos_ids)
+                          if b"\\" not in smol_info.token_bytes[t])
+            if not pool:
+                assert m.is_accepting(), m.output_bytes()
+                break
+            assert m.accept_token(rng.choice(pool))
+
+
+@pytest.mark.parametrize("opener", ["[", "{"])
+def test_whitespace_after_an_opener_cannot_run_past_what_an_item_may_follow(compiler, opener):
+    """Blanks after "[" belong to it (the closer's own leading blanks cannot add to them): past
+    max_whitespace blanks only "]" could follow, a dead end where a check refuses the empty array."""
+    schema = ({"type": "array", "oneOf": [{"items": {"type": "integer"}}, {"items": {"type": "boolean"}}]}
+              if opener == "[" else {"type": "object", "required": ["a"], "properties": {"a": {"type": "integer"}}})
+    g = compiler.compile_json_schema(schema)
+    m = Matcher(g)
+    assert m.accept_string(opener + " " * 16)
+    assert not m.accept_string(" ")
+    assert m.accept_string("1]" if opener == "[" else '"a": 1}') and m.is_accepting()
+    assert Matcher(g).accept_string(opener + " " * 16 + ("1" + " " * 16 + "]" if opener == "[" else '"a": 1' + " " * 16 + "}"))

@@ -10,7 +10,7 @@ from urllib.parse import urldefrag
 from ...errors import SchemaError, UnsatisfiableSchema, UnsupportedFeature
 from ..formats import FORMAT_REGEXES, UNSUPPORTED_FORMATS
 from ...automata.fsa import DFA, literal_dfa, literal_set_dfa
-from ..ir import Alt, Expr, GrammarIR, Sym, alt
+from ..ir import Alt, Expr, FollowCondition, GrammarIR, Sym, alt
 from ..presence import eval_presence
 from .arrays import ArraysMixin
 from .checks import SchemaCheck
@@ -57,22 +57,26 @@ class SchemaCompiler(LogicMixin, FiniteValuesMixin, StringsMixin, NumbersMixin, 
         w = "" if opts.whitespace == "compact" or ws == 0 else r"[ \t\n\r]{0,%d}" % ws
         from ..regex import compile_regex
 
-        def punct(name, rx):
-            return self.term(("punct", name), compile_regex(rx), name)
+        def punct(name, rx, follow=None):
+            return self.term(("punct", name), compile_regex(rx), name, follow)
 
-        self.LBRACE = punct("LBRACE", r"\{" + w)
+        # An opener's lexeme takes all the whitespace after it (the next byte is not a blank), so the
+        # closer's own leading whitespace cannot add to it: past max_whitespace blanks after "[" only
+        # "]" could follow, a dead end wherever a check refuses the empty array (issue 36).
+        opened = FollowCondition(frozenset(range(256)) - frozenset(b" \t\n\r"), True) if w else None
+        self.LBRACE = punct("LBRACE", r"\{" + w, opened)
         self.RBRACE = punct("RBRACE", w + r"\}")
-        self.LBRACK = punct("LBRACK", r"\[" + w)
+        self.LBRACK = punct("LBRACK", r"\[" + w, opened)
         self.RBRACK = punct("RBRACK", w + r"\]")
         self.COMMA = punct("COMMA", w + "," + w)
         self.COLON = punct("COLON", w + ":" + w)
 
     # -- helpers ----------------------------------------------------------------------
-    def term(self, key, dfa: DFA, hint: str = "T") -> Sym:
+    def term(self, key, dfa: DFA, hint: str = "T", follow: FollowCondition | None = None) -> Sym:
         sym = self._terms.get(key)
         if sym is None:
             name = f"{hint}_{len(self._terms)}"
-            sym = self.ir.add_terminal(name, dfa)
+            sym = self.ir.add_terminal(name, dfa, follow=follow)
             self._terms[key] = sym
         return sym
 

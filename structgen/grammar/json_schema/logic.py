@@ -71,13 +71,13 @@ def types_disjoint(a: dict, b: dict) -> bool:
         return True
     if b["values"] is not None and all(json_type(v) not in a["types"] for v in b["values"]):
         return True
-    common = set(a["discr"]) & set(b["discr"])
-    for p in common:
-        if not any(json_in(v, b["discr"][p]) for v in a["discr"][p]):
-            return True
-    # objects: a closed object cannot have a key the other requires
+    # objects only (a branch without "type" matches every non-object whatever its properties say):
+    # a required property whose values cannot agree; a closed object cannot have a key the other requires
     only_obj = a["types"] & b["types"] <= {"object"}
     if only_obj:
+        for p in set(a["discr"]) & set(b["discr"]):
+            if not any(json_in(v, b["discr"][p]) for v in a["discr"][p]):
+                return True
         if a["closed"] is not None and b["required"] - a["closed"]:
             return True
         if b["closed"] is not None and a["required"] - b["closed"]:

@@ -619,3 +619,14 @@ def test_a_ref_into_a_place_the_meta_schema_never_checked_gets_a_schema_error(co
     with pytest.raises(SchemaError, match="properties must be an object") as e:
         comp.compile_json_schema(schema)
     assert e.value.pointer == "#/name/properties"
+
+
+@pytest.mark.parametrize("value", [-3, [False], "x", None, {"op": "remove", "path": "/a"},
+                                   {"op": "move", "path": "/a", "from": "/b"}, {"op": "remove"}])
+def test_one_of_branches_told_apart_by_a_property_still_overlap_on_non_objects(comp, value):
+    """Branches without "type" that differ only by a required property's values exclude each other
+    for objects, but every non-object matches all of them, so oneOf refuses it (fuzz seed 28, case
+    4160: a JSON Patch schema whose branches lost their "type": -3 was accepted)."""
+    schema = {"oneOf": [{"required": ["op", "path"], "properties": {"op": {"enum": ["remove"]}}},
+                        {"required": ["op", "path", "from"], "properties": {"op": {"enum": ["move", "copy"]}}}]}
+    assert accepts(comp, schema, value, property_order="any") == jsonschema.Draft202012Validator(schema).is_valid(value)

@@ -1,0 +1,122 @@
+"""Dead ends with rollback off (``structgen bench dead-ends``): how often a walk that takes any token
+the mask allows reaches a state where nothing is allowed before the output is complete.
+
+A serving engine (vLLM) cannot take tokens back, so such a state ends the request with an error.
+Walks draw uniformly from the Matcher's mask (EOS aside), steer towards the end after
+``steer_after`` steps (the allowed token with the shortest completion of a few drawn) and stop at
+``max_steps``.  Two corpora:
+
+* ``maskbench``: MaskBench dev schemas whose grammar has checks at value boundaries and whose text
+  names ``uniqueItems``, ``oneOf``, ``dependentSchemas``, ``dependencies``, ``not`` or ``contains``;
+* ``unique``: arrays of short strings with ``uniqueItems`` (lengths 1-3, alphabets of 2, 3 and 26
+  letters), the dead end the mask's lookahead was built for; tokens with a backslash are not drawn
+  there (an item spelled with escapes is compared as written).
+"""
+from __future__ import annotations
+
+import json
+import random
+import time
+from typing import Any
+
+from .fuzz import mask_ids
+
+__all__ = ["run_dead_ends", "format_dead_ends", "CHECK_KEYWORDS"]
+
+CHECK_KEYWORDS = ("uniqueItems", "oneOf", "dependentSchemas", "dependencies", "not", "contains")
+
+
+def _unique_schemas() -> list[tuple[str, Any]]:
+    out = []
+    for length in (1, 2, 3):
+        for alphabet in ("ab", "abc", "a-z"):
+            out.append((f"unique-{length}-[{alphabet}]", {
+                "type": "array", "uniqueItems": True, "maxItems": 8,
+                "items": {"type": "string", "minLength": length, "maxLength": length, "pattern": f"^[{alphabet}]*$"}}))
+    return out
+
+
+def _maskbench_schemas(rng: random.Random) -> list[tuple[str, Any]]:
+    from .fuzz_cases import load_maskbench_rows
+    from .maskbench import default_data_path
+
+    rows = [r for r in load_maskbench_rows(default_data_path())
+            if any(k in json.dumps(r["schema"]) for k in CHECK_KEYWORDS)]
+    rng.shuffle(rows)
+    return [(r["id"], r["schema"]) for r in rows]
+
+
+def _walk(m, info, eos: set, rng: random.Random, max_steps: int, steer_after: int, no_backslash: bool) -> str:
+    """One walk: 'done' (EOS drawn or nothing but EOS left), 'dead' or 'cut' (max_steps)."""
+    for step in range(max_steps):
+        ids = [int(t) for t in mask_ids(m, info.vocab_size)]
+        if not ids:
+            return "dead"
+        pool = [t for t in ids if t not in eos and not (no_backslash and b"\\" in info.token_bytes[t])]
+        if not pool or len(pool) < len(ids) and rng.random() < 0.2:
+            return "done"
+        if step >= steer_after:
+            best = None
+            for t in rng.sample(pool, min(6, len(pool))):
+                m.accept_token(t)
+                need = m.min_completion_bytes()
+                m.rollback(1)
+                if best is None or need < best[0]:
+                    best = (need, t)
+            t = best[1]
+        else:
+            t = rng.choice(pool)
+        if not m.accept_token(t):
+            raise AssertionError(f"token {t} allowed by the mask but refused after {m.output_bytes()[-80:]!r}")
+    return "cut"
+
+
+def run_dead_ends(*, corpus: str = "maskbench", schemas: int = 40, walks: int = 4, seed: int = 0,
+                  max_steps: int = 400, steer_after: int = 60, tokenizer: str = "smollm2") -> dict:
+    """Walk ``walks`` times over each of ``schemas`` schemas of ``corpus``; counts and the dead ends."""
+    from tqdm import tqdm
+
+    from ..compiler import GrammarCompiler
+    from ..engine.matcher import Matcher
+    from ..errors import StructgenError
+    from ..tokenizer import load_tokenizer_info
+
+    rng = random.Random(seed)
+    info = load_tokenizer_info(tokenizer)
+    eos = set(info.eos_ids)
+    comp = GrammarCompiler(info, cache_size=4, compile_timeout=20)
+    pool = _unique_schemas() if corpus == "unique" else _maskbench_schemas(rng)
+    counts = {"schemas": 0, "walks": 0, "done": 0, "cut": 0, "dead": 0}
+    dead: list[dict] = []
+    t0 = time.perf_counter()
+    bar = tqdm(total=min(schemas, len(pool)), desc=f"dead-ends {corpus}", unit="schema")
+    for sid, schema in pool:
+        if counts["schemas"] >= schemas:
+            break
+        try:
+            g = comp.compile_json_schema(schema)
+        except StructgenError:
+            continue
+        if not g.checks:
+            continue
+        counts["schemas"] += 1
+        bar.update(1)
+        for _ in range(walks):
+            m = Matcher(g)
+            how = _walk(m, info, eos, rng, max_steps, steer_after, corpus == "unique")
+            counts["walks"] += 1
+            counts[how] += 1
+            if how == "dead":
+                dead.append({"schema": sid, "tail": m.output_bytes()[-120:].decode("utf-8", "replace")})
+    bar.close()
+    return {"corpus": corpus, "seed": seed, **counts, "seconds": time.perf_counter() - t0, "dead_ends": dead}
+
+
+def format_dead_ends(res: dict) -> str:
+    lines = ["| corpus | schemas | walks | completed | cut at max steps | dead ends |",
+             "|---|---:|---:|---:|---:|---:|",
+             f"| {res['corpus']} (seed {res['seed']}) | {res['schemas']} | {res['walks']} | {res['done']} | "
+             f"{res['cut']} | **{res['dead']}** |"]
+    for d in res["dead_ends"][:12]:
+        lines.append(f"- {d['schema']}: ...{d['tail']!r}")
+    return "\n".join(lines)
