@@ -413,6 +413,9 @@ def _add_bench_grammar(bench_sub) -> None:
     x.add_argument("--schemas", type=int, default=40)
     x.add_argument("--walks", type=int, default=4, help="walks per schema (default 4)")
     x.add_argument("--seed", type=int, default=0)
+    x.add_argument("--sampler", choices=("uniform", "model"), default="uniform",
+                   help="uniform random walks over the mask, or SmolLM2 at temperature 1 (generate_json, rollback off)")
+    x.add_argument("--output", default=None, help="also write the results as JSON here")
     x.set_defaults(func=_run_bench_dead_ends)
     d = bench_sub.add_parser("decode", help="SmolLM2 tokens/s: plain, jump-forward and speculative decoding",
                              description="Forward-pass cost over k tokens (F.linear, fast_linear, int4 weights), then greedy "
@@ -446,9 +449,16 @@ def _run_bench_grammar(args) -> int:
 def _run_bench_dead_ends(args) -> int:
     from .bench.dead_ends import format_dead_ends, run_dead_ends
 
-    res = run_dead_ends(corpus=args.corpus, schemas=args.schemas, walks=args.walks, seed=args.seed)
+    res = run_dead_ends(corpus=args.corpus, schemas=args.schemas, walks=args.walks, seed=args.seed,
+                        sampler=args.sampler)
     print(format_dead_ends(res))
-    return 0
+    if args.output:
+        import json
+        from pathlib import Path
+
+        Path(args.output).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.output).write_text(json.dumps(res, indent=1))
+    return 1 if res["invalid"] else 0
 
 
 def _run_bench_regex(args) -> int:

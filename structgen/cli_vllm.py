@@ -59,6 +59,11 @@ def add_bench_vllm(bench_sub: argparse._SubParsersAction) -> None:
     p.add_argument("--concurrency", type=int, default=16)
     p.add_argument("--max-tokens", type=int, default=256)
     p.add_argument("--data", default=None, help="JSONSchemaBench JSONL(.gz) (default ../shared/data/...)")
+    p.add_argument("--cases", choices=("jsonschemabench", "checks"), default="jsonschemabench",
+                   help="JSONSchemaBench schemas, or check-heavy MaskBench schemas (uniqueItems, oneOf, ...) sampled")
+    p.add_argument("--schemas", type=int, default=50, help="with --cases checks: how many schemas")
+    p.add_argument("--samples", type=int, default=4, help="with --cases checks: requests per schema, one seed each")
+    p.add_argument("--temperature", type=float, default=0.0)
     p.add_argument("--output", default="bench-out/vllm")
     p.set_defaults(func=_run)
 
@@ -77,5 +82,6 @@ def _run(args) -> int:
         model = str(default_model_folder())
     run_vllm_bench(python=str(python), model=model, backends=args.backends.split(","), per_dataset=args.per_dataset,
                    seed=args.seed, concurrency=args.concurrency, max_tokens=args.max_tokens,
-                   out_dir=Path(args.output), data=args.data)
+                   out_dir=Path(args.output), data=args.data, cases=args.cases, schemas=args.schemas,
+                   samples=args.samples, temperature=args.temperature)
     return 0

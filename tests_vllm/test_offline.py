@@ -14,8 +14,6 @@ SCHEMA = {"type": "object", "additionalProperties": False, "required": ["name", 
           "properties": {"name": {"type": "string", "maxLength": 20},
                          "tags": {"type": "array", "items": {"type": "string", "maxLength": 10},
                                   "uniqueItems": True, "minItems": 2, "maxItems": 3}}}
-# a unique string item at its maxLength whose only completion is an earlier item is a dead end, which
-# structgen's own loop backs out of but vLLM cannot (see README): 10 characters make it unlikely here
 REGEX = r"[A-Z][a-z]{2,8} [0-9]{2}"
 CHOICES = ["yes", "no", "maybe"]
 GRAMMAR = 'start: "(" NUM ("+" NUM)? ("+" NUM)? ")"\nNUM: /[0-9]{1,3}/\n'
@@ -122,6 +120,23 @@ def test_schemas_needing_value_checks_never_end_a_request_with_an_error(llm):
             assert o.finish_reason in ("stop", "length"), (o.finish_reason, o.text)
             if o.finish_reason == "stop":
                 jsonschema.validate(json.loads(o.text), schema)
+
+
+def test_short_unique_items_sampled_never_meet_a_dead_end(llm):
+    """Two-letter unique items sampled at temperature 1: a string one letter short of its maxLength
+    whose only completion repeats an earlier item used to leave no token allowed, ending the
+    request with an error (vLLM cannot take tokens back); the mask now looks one token ahead."""
+    from vllm.sampling_params import StructuredOutputsParams
+
+    schema = {"type": "array", "uniqueItems": True, "minItems": 4, "maxItems": 4,  # 3 earlier items never use up
+              "items": {"type": "string", "minLength": 2, "maxLength": 2, "pattern": "^[a-e]*$"}}  # a first letter
+    outs = _run(llm, ["Four two-letter words of the letters a to e, as a JSON array:"], StructuredOutputsParams(json=schema),
+                n=16, max_tokens=60, temperature=1.0)
+    assert len(outs) == 16
+    for o in outs:
+        assert o.finish_reason in ("stop", "length"), (o.finish_reason, o.text)
+        if o.finish_reason == "stop":
+            jsonschema.validate(json.loads(o.text), schema)
 
 
 def test_structural_tags_served_by_structgen(llm, monkeypatch):

@@ -11,9 +11,18 @@ Walks draw uniformly from the Matcher's mask (EOS aside), steer towards the end 
 * ``unique``: arrays of short strings with ``uniqueItems`` (lengths 1-3, alphabets of 2, 3 and 26
   letters), the dead end the mask's lookahead was built for; tokens with a backslash are not drawn
   there (an item spelled with escapes is compared as written).
+
+With ``sampler="model"`` the walks are the real model's: ``generate_json`` on the embedded SmolLM2
+at temperature 1 (one seed per walk, JSON whitespace as a server allows it, 256 tokens) with the
+decoding loop's rollback turned off (``structgen.runtime.loop.MAX_BACKTRACKS = 0`` while it runs),
+so a dead end ends the request as it would inside vLLM; every output returned is validated again.
+A request that stops with no token is replayed: if the Matcher allows tokens there, the budget guard
+refused them all (the shortest completion it counts fails a check, the model having rambled until
+the budget ran short) and it is counted apart from the dead ends.
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import random
 import time
@@ -71,9 +80,56 @@ def _walk(m, info, eos: set, rng: random.Random, max_steps: int, steer_after: in
     return "cut"
 
 
+@contextlib.contextmanager
+def _rollback_off():
+    from ..runtime import loop
+
+    saved = loop.MAX_BACKTRACKS
+    loop.MAX_BACKTRACKS = 0
+    try:
+        yield
+    finally:
+        loop.MAX_BACKTRACKS = saved
+
+
+def _generate(model, schema, seed: int, max_tokens: int) -> tuple[str, str]:
+    """(outcome, text): one ``generate_json`` at temperature 1 with rollback off."""
+    import jsonschema
+
+    from ..api import generate_json
+    from ..errors import GenerationError
+
+    try:
+        with _rollback_off():
+            value = generate_json(model, schema, temperature=1.0, seed=seed, whitespace="flexible",
+                                  max_tokens=max_tokens, timeout=120)
+    except GenerationError as e:
+        how = {"no_token": "dead", "max_tokens": "cut", "budget": "refused", "context": "refused"}.get(e.reason, e.reason)
+        if how == "dead" and _tokens_left(model, schema, e.partial or ""):
+            how = "budget"  # tokens were allowed, none whose shortest completion fits what is left of max_tokens
+        return how, (e.partial or "")[-120:]
+    cls = jsonschema.validators.validator_for(schema)
+    if not cls(schema, format_checker=cls.FORMAT_CHECKER).is_valid(value):
+        return "invalid", json.dumps(value)[-120:]
+    return "done", ""
+
+
+def _tokens_left(model, schema, partial: str) -> bool:
+    """The Matcher allows a token after ``partial``: the loop found none because the budget guard
+    refused them all (a check refuses the shortest completion it counted), not a dead end."""
+    from ..api import compiler_for
+    from ..engine.matcher import Matcher
+
+    m = Matcher(compiler_for(model).compile_json_schema(schema, whitespace="flexible"))
+    return m.accept_string(partial) and bool(m.next_token_mask().any())
+
+
 def run_dead_ends(*, corpus: str = "maskbench", schemas: int = 40, walks: int = 4, seed: int = 0,
-                  max_steps: int = 400, steer_after: int = 60, tokenizer: str = "smollm2") -> dict:
-    """Walk ``walks`` times over each of ``schemas`` schemas of ``corpus``; counts and the dead ends."""
+                  max_steps: int = 400, steer_after: int = 60, tokenizer: str = "smollm2",
+                  sampler: str = "uniform", max_tokens: int = 256, max_schema_chars: int = 3000) -> dict:
+    """Walk ``walks`` times over each of ``schemas`` schemas of ``corpus``; counts and the dead ends.
+    ``sampler``: ``"uniform"`` (random walks over the mask) or ``"model"`` (SmolLM2 at temperature 1;
+    schemas whose JSON is over ``max_schema_chars`` are skipped there, the prompt carrying the schema)."""
     from tqdm import tqdm
 
     from ..compiler import GrammarCompiler
@@ -81,18 +137,28 @@ def run_dead_ends(*, corpus: str = "maskbench", schemas: int = 40, walks: int = 
     from ..errors import StructgenError
     from ..tokenizer import load_tokenizer_info
 
+    if sampler not in ("uniform", "model"):
+        raise ValueError(f"sampler must be 'uniform' or 'model', not {sampler!r}")
+    model = None
+    if sampler == "model":
+        from ..models import load_model
+
+        model = load_model()
     rng = random.Random(seed)
     info = load_tokenizer_info(tokenizer)
     eos = set(info.eos_ids)
     comp = GrammarCompiler(info, cache_size=4, compile_timeout=20)
     pool = _unique_schemas() if corpus == "unique" else _maskbench_schemas(rng)
-    counts = {"schemas": 0, "walks": 0, "done": 0, "cut": 0, "dead": 0}
+    counts = {"schemas": 0, "walks": 0, "done": 0, "cut": 0, "budget": 0, "dead": 0, "refused": 0, "invalid": 0,
+              "other": 0}
     dead: list[dict] = []
     t0 = time.perf_counter()
     bar = tqdm(total=min(schemas, len(pool)), desc=f"dead-ends {corpus}", unit="schema")
     for sid, schema in pool:
         if counts["schemas"] >= schemas:
             break
+        if model is not None and len(json.dumps(schema)) > max_schema_chars:
+            continue  # the prompt carries the schema: keep prefills short
         try:
             g = comp.compile_json_schema(schema)
         except StructgenError:
@@ -101,22 +167,29 @@ def run_dead_ends(*, corpus: str = "maskbench", schemas: int = 40, walks: int = 
             continue
         counts["schemas"] += 1
         bar.update(1)
-        for _ in range(walks):
-            m = Matcher(g)
-            how = _walk(m, info, eos, rng, max_steps, steer_after, corpus == "unique")
+        for w in range(walks):
+            if model is not None:
+                how, tail = _generate(model, schema, seed * 1000 + w, max_tokens)
+            else:
+                m = Matcher(g)
+                how = _walk(m, info, eos, rng, max_steps, steer_after, corpus == "unique")
+                tail = m.output_bytes()[-120:].decode("utf-8", "replace")
             counts["walks"] += 1
-            counts[how] += 1
-            if how == "dead":
-                dead.append({"schema": sid, "tail": m.output_bytes()[-120:].decode("utf-8", "replace")})
+            counts[how if how in counts else "other"] += 1
+            if how in ("dead", "invalid", "other") or how not in counts:
+                dead.append({"schema": sid, "outcome": how, "tail": tail})
     bar.close()
-    return {"corpus": corpus, "seed": seed, **counts, "seconds": time.perf_counter() - t0, "dead_ends": dead}
+    return {"corpus": corpus, "seed": seed, "sampler": sampler, **counts, "seconds": time.perf_counter() - t0,
+            "dead_ends": dead}
 
 
 def format_dead_ends(res: dict) -> str:
-    lines = ["| corpus | schemas | walks | completed | cut at max steps | dead ends |",
-             "|---|---:|---:|---:|---:|---:|",
-             f"| {res['corpus']} (seed {res['seed']}) | {res['schemas']} | {res['walks']} | {res['done']} | "
-             f"{res['cut']} | **{res['dead']}** |"]
+    lines = ["| corpus | sampler | schemas | walks | completed | cut at max steps | no token within budget | "
+             "refused (budget, context) | invalid | other errors | dead ends |",
+             "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+             f"| {res['corpus']} (seed {res['seed']}) | {res['sampler']} | {res['schemas']} | {res['walks']} | "
+             f"{res['done']} | {res['cut']} | {res['budget']} | {res['refused']} | {res['invalid']} | {res['other']} | "
+             f"**{res['dead']}** |"]
     for d in res["dead_ends"][:12]:
-        lines.append(f"- {d['schema']}: ...{d['tail']!r}")
+        lines.append(f"- {d['schema']} ({d['outcome']}): ...{d['tail']!r}")
     return "\n".join(lines)

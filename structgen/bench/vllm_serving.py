@@ -8,6 +8,12 @@ time to first token is measured.  Per backend: requests served (a refusal is HTT
 outputs (``jsonschema`` with format assertion), request throughput, output tokens/s, TTFT; and
 over the schemas *every* backend served, each request's decode speed, so backends are compared on
 the same work.  The server runs the model; this process only sends requests and scores them.
+
+``cases="checks"`` sends MaskBench schemas whose structgen grammar has checks at value boundaries
+(``uniqueItems``, ``oneOf``, ``dependentSchemas`` ... the ones where a dead end can end a request),
+each ``samples`` times, at ``temperature`` (1.0 there: the model's own choices, not one greedy path;
+no per-request seed, which vLLM's CPU build cannot serve): "failed in engine" counts the requests a
+backend ended with an error.
 """
 from __future__ import annotations
 
@@ -73,9 +79,9 @@ class Server:
             self.proc.kill()
 
 
-def _stream_request(base: str, schema: Any, max_tokens: int) -> dict:
+def _stream_request(base: str, schema: Any, max_tokens: int, temperature: float = 0.0) -> dict:
     """One streamed chat request: status, text, output tokens, TTFT and latency (s)."""
-    body = {"model": "m", "max_tokens": max_tokens, "temperature": 0.0, "stream": True,
+    body = {"model": "m", "max_tokens": max_tokens, "temperature": temperature, "stream": True,
             "stream_options": {"include_usage": True},
             "messages": [{"role": "user", "content": PROMPT.format(schema=json.dumps(schema)[:3000])}],
             "response_format": {"type": "json_schema", "json_schema": {"name": "out", "schema": schema}}}
@@ -116,8 +122,39 @@ def _pct(xs: list[float], q: float) -> float | None:
     return xs[min(len(xs) - 1, int(q * (len(xs) - 1) + 0.5))]
 
 
+def check_cases(n: int, samples: int, seed: int = 0, max_schema_chars: int = 3000) -> list[dict]:
+    """``n`` MaskBench dev schemas (shuffled by ``seed``) that name a keyword structgen checks at value
+    boundaries and whose grammar has such checks, each ``samples`` times (cases ``{"id", "dataset",
+    "schema", "seed"}``, ``seed`` numbering the repeats)."""
+    import random
+
+    from ..compiler import GrammarCompiler
+    from ..errors import StructgenError
+    from ..tokenizer import load_tokenizer_info
+    from .dead_ends import CHECK_KEYWORDS
+    from .fuzz_cases import load_maskbench_rows
+    from .maskbench import default_data_path
+
+    rows = [r for r in load_maskbench_rows(default_data_path())
+            if any(k in json.dumps(r["schema"]) for k in CHECK_KEYWORDS) and len(json.dumps(r["schema"])) <= max_schema_chars]
+    random.Random(seed).shuffle(rows)
+    comp = GrammarCompiler(load_tokenizer_info("smollm2"), cache_size=4, compile_timeout=20)
+    picked = []
+    for r in rows:
+        try:
+            if not comp.compile_json_schema(r["schema"]).checks:
+                continue
+        except StructgenError:
+            continue
+        picked.append(r)
+        if len(picked) == n:
+            break
+    return [{"id": f"{r['id']}#{k}", "dataset": "maskbench-checks", "schema": r["schema"], "seed": k}
+            for k in range(samples) for r in picked]
+
+
 def run_backend(python: str, model: str, backend: str, cases: list[dict], *, concurrency: int, max_tokens: int,
-                out_dir: Path, echo: Callable[[str], None] = print) -> dict:
+                out_dir: Path, echo: Callable[[str], None] = print, temperature: float = 0.0) -> dict:
     """Start a server with ``backend``, send every case, score, stop.  Returns the backend's
     records and totals."""
     server = Server(python, model, backend, out_dir / f"server-{backend}.log")
@@ -130,7 +167,9 @@ def run_backend(python: str, model: str, backend: str, cases: list[dict], *, con
         lock = threading.Lock()
 
         def one(i: int) -> None:
-            res = _stream_request(server.base, cases[i]["schema"], max_tokens)
+            # no per-request seed: vLLM's CPU build fails a batch whose request carries one ("CPU Generator
+            # does not use offset"); at temperature 1 the repeats differ anyway
+            res = _stream_request(server.base, cases[i]["schema"], max_tokens, temperature)
             if res["status"] == 200:
                 res.update(score_output(res["text"], cases[i]["schema"]))
             res["id"] = cases[i]["id"]
@@ -176,15 +215,22 @@ def _decode_speed(r: dict) -> float | None:
 
 def run_vllm_bench(*, python: str, model: str, backends: list[str], per_dataset: int, seed: int, concurrency: int,
                    max_tokens: int, out_dir: Path, data: str | None = None,
-                   echo: Callable[[str], None] = print) -> dict:
+                   echo: Callable[[str], None] = print, cases: str = "jsonschemabench", schemas: int = 50,
+                   samples: int = 4, temperature: float = 0.0) -> dict:
     out_dir.mkdir(parents=True, exist_ok=True)
-    cases = sample_cases(load_jsonschemabench(data), per_dataset, seed)
-    echo(f"{len(cases)} JSONSchemaBench schemas ({per_dataset} per dataset, seed {seed}), "
-         f"{concurrency} concurrent requests, max_tokens {max_tokens}, backends {', '.join(backends)}")
-    results = [run_backend(python, model, b, cases, concurrency=concurrency, max_tokens=max_tokens,
-                           out_dir=out_dir, echo=echo) for b in backends]
-    return summarize(results, cases, per_dataset=per_dataset, seed=seed, concurrency=concurrency,
-                     max_tokens=max_tokens, model=model, out_dir=out_dir, echo=echo)
+    if cases == "checks":
+        todo = check_cases(schemas, samples, seed)
+        echo(f"{len(todo)} requests: {len(todo) // max(samples, 1)} check-heavy MaskBench schemas x {samples} seeds, "
+             f"temperature {temperature}, {concurrency} concurrent, max_tokens {max_tokens}, backends {', '.join(backends)}")
+    else:
+        todo = sample_cases(load_jsonschemabench(data), per_dataset, seed)
+        echo(f"{len(todo)} JSONSchemaBench schemas ({per_dataset} per dataset, seed {seed}), "
+             f"{concurrency} concurrent requests, max_tokens {max_tokens}, backends {', '.join(backends)}")
+    results = [run_backend(python, model, b, todo, concurrency=concurrency, max_tokens=max_tokens,
+                           out_dir=out_dir, echo=echo, temperature=temperature) for b in backends]
+    return summarize(results, todo, per_dataset=per_dataset, seed=seed, concurrency=concurrency,
+                     max_tokens=max_tokens, model=model, out_dir=out_dir, echo=echo, cases_from=cases,
+                     temperature=temperature)
 
 
 def summarize(results: list[dict], cases: list[dict], *, out_dir: Path, echo: Callable[[str], None] = print,
@@ -215,8 +261,10 @@ def _f(v: Any, nd: int = 2) -> str:
 
 def report(summary: dict) -> str:
     rows = summary["backends"]
-    lines = [f"vLLM serving: {summary['cases']} JSONSchemaBench schemas, {summary['concurrency']} concurrent, "
-             f"max_tokens {summary['max_tokens']}, greedy", "",
+    what = ("check-heavy MaskBench requests" if summary.get("cases_from") == "checks" else "JSONSchemaBench schemas")
+    how = f"temperature {summary['temperature']}" if summary.get("temperature") else "greedy"
+    lines = [f"vLLM serving: {summary['cases']} {what}, {summary['concurrency']} concurrent, "
+             f"max_tokens {summary['max_tokens']}, {how}", "",
              "| backend | served | refused | failed in engine | valid % (all) | finished | valid of finished | req/s | out tok/s "
              "| TTFT p50 / p90 (s) | common: valid | decode tok/s p50 | latency p50 (s) |",
              "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]

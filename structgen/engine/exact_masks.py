@@ -26,9 +26,10 @@ refused before the output is complete: a string item of a ``uniqueItems`` array 
 of its ``maxLength`` (``"ab`` then ``c`` when ``"abc"`` is an earlier item: only the closing quote
 may follow, and the check refuses it), or a new item whose one-character value repeats an earlier
 one.  A serving engine cannot take tokens back, so such tokens are cleared too: a token whose state
-is *cornered* -- every token its automaton allows may run a check, and there are at most
-``LOOKAHEAD_TOKENS`` of them -- is kept only when one of those passes its trial or the output may end
-there (:func:`dead_after`).  The tokens looked at are the candidates a trial steps anyway, and the
+is *cornered* -- every token its automaton allows may run a check (outside a string, whitespace
+aside: blanks between values change no value, so after them the same tokens decide), and there are
+at most ``LOOKAHEAD_TOKENS`` of them -- is kept only when one of those passes its trial or the output
+may end there (:func:`dead_after`).  The tokens looked at are the candidates a trial steps anyway, and the
 few inside tokens that would spell an earlier item of the array being written
 (:func:`_item_completions`); every token cleared this way leads into a state with no token
 allowed, so no output that has a valid completion loses it.
@@ -56,8 +57,8 @@ _triggers: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()  # grammar 
 #: candidate token ids per automaton state (keyed as the grammar's masks are): a function of the
 #: state alone, so a step with checks costs a dictionary hit plus the trials
 CANDIDATES = ByteLRU(8 << 20, name="exact.candidates")
-#: per automaton state: the candidate tuple when every non-EOS token its automaton allows is a
-#: candidate and there are at most LOOKAHEAD_TOKENS of them (a cornered state), else ()
+#: per automaton state: (the candidates when every non-EOS token its automaton allows is one, the
+#: candidates when every other one is whitespace only), each () when not so or over LOOKAHEAD_TOKENS
 CORNERED = ByteLRU(4 << 20, name="exact.cornered")
 _grows: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()  # lexer core -> bool per state
 _token_ids: dict[int, dict] = {}  # trie uid -> {token bytes: id}
@@ -188,30 +189,55 @@ def _inside_grows(core) -> np.ndarray:
     return hit
 
 
-def _cornered(g, cid: int, lx, ls: int) -> tuple[int, ...]:
-    """The candidates of a cornered state (see the module's docstring), or () when it is not."""
+def _blank_tokens(trie) -> np.ndarray:
+    """uint32 words: the tokens made of JSON whitespace only (cached per vocabulary)."""
+    key = (trie.uid, "blank")
+    hit = _by_byte.get(key)
+    if hit is None:
+        n = ((trie.vocab_size + 31) // 32) * 32
+        bits = np.zeros(n, dtype=bool)
+        for i, b in enumerate(trie.token_bytes):
+            if b and not b.strip(b" \t\n\r"):
+                bits[i] = True
+        hit = _by_byte[key] = np.packbits(bits, bitorder="little").view(np.uint32)
+    return hit
+
+
+def _popcount(words: np.ndarray) -> int:
+    return int(np.unpackbits(words.view(np.uint8)).sum())
+
+
+def _cornered(g, cid: int, lx, ls: int, blanks_free: bool) -> tuple[int, ...]:
+    """The candidates of a cornered state (see the module's docstring), or () when it is not.
+    ``blanks_free``: tokens of whitespace only do not count (outside a string they change no value,
+    so after them the same candidates decide)."""
     key = _state_key(g, cid, lx, ls)
     hit = CORNERED.get(key)
     if hit is None:
-        hit = ()
+        hit = ((), ())
         mask = g.mask(cid, lx, ls)
         cands = _candidate_ids(g, cid, lx, ls, mask)
         if len(cands) <= LOOKAHEAD_TOKENS:
-            n_eos = sum(1 for e in g.eos_ids if mask[e >> 5] >> (e & 31) & 1)
-            if int(np.unpackbits(mask.view(np.uint8)).sum()) - n_eos == len(cands):
-                hit = cands or (-1,)  # (-1,): nothing but EOS is allowed
+            rest = mask.copy()
+            for t in list(cands) + list(g.eos_ids):
+                rest[t >> 5] &= ~np.uint32(1 << (t & 31))
+            if not rest.any():
+                hit = (cands or (-1,), cands or (-1,))  # (-1,): nothing but EOS is allowed
+            elif not (rest & ~_blank_tokens(g.trie)).any():
+                hit = ((), cands or (-1,))
         CORNERED.put(key, hit)
-    return hit
+    return hit[1] if blanks_free else hit[0]
 
 
 def dead_after(g, state: tuple, tracker: tuple, out) -> bool:
     """True when no token is allowed after ``out`` in ``state`` (with ``tracker``) and the output may
-    not end there: a dead end.  Decided only for cornered states (False elsewhere: some token there
-    runs no check, or too many could to try them all)."""
+    not end there -- outside a string, not after any whitespace either: a dead end.  Decided only
+    for cornered states (False elsewhere: some token there runs no check, or too many could to try
+    them all)."""
     cid, lx, ls = state
     if ls and not lx.widened and _inside_grows(lx.core)[ls]:
         return False
-    cands = _cornered(g, cid, lx, ls)
+    cands = _cornered(g, cid, lx, ls, not tracker[0])
     if not cands:
         return False
     if can_end_checked(g, cid, lx, ls, tracker, out):

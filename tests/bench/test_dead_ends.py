@@ -9,7 +9,7 @@ def test_unique_short_strings_meet_no_dead_end():
     res = run_dead_ends(corpus="unique", schemas=9, walks=6, seed=1)
     assert res["schemas"] == 9 and res["walks"] == 54
     assert res["dead"] == 0, res["dead_ends"]
-    assert "| unique (seed 1) | 9 | 54 |" in format_dead_ends(res)
+    assert "| unique (seed 1) | uniform | 9 | 54 |" in format_dead_ends(res)
 
 
 def test_the_maskbench_corpus_walks_check_heavy_schemas():

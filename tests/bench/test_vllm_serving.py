@@ -22,3 +22,14 @@ def test_report_gives_ratios_against_each_peer():
                    "backends": [_backend("structgen", 4, 4, 20.0), _backend("xgrammar", 3, 2, 25.0)]})
     assert "| structgen | 4/4 | 0 |" in text and "| xgrammar | 3/4 | 1 |" in text
     assert "decode tok/s 0.80x" in text and "valid outputs 4 vs 2" in text
+
+
+def test_check_heavy_cases_repeat_each_schema_with_its_own_seed():
+    from structgen.bench.vllm_serving import check_cases
+
+    cases = check_cases(3, 2, seed=0)
+    assert len(cases) == 6 and [c["seed"] for c in cases] == [0, 0, 0, 1, 1, 1]
+    assert cases[0]["schema"] == cases[3]["schema"] and len({c["id"] for c in cases}) == 6
+    text = report({"cases": 6, "concurrency": 16, "max_tokens": 256, "cases_from": "checks", "temperature": 1.0,
+                   "backends": [_backend("structgen", 4, 4, 20.0)]})
+    assert text.startswith("vLLM serving: 6 check-heavy MaskBench requests, 16 concurrent, max_tokens 256, temperature 1.0")
