@@ -112,14 +112,25 @@ class ServedGrammar:
 
     def validate_tokens(self, tokens: list[int]) -> list[int]:
         """The longest prefix of ``tokens`` (speculative drafts) the grammar and the budget take: a
-        draft the budget refuses is pruned here, as the mask refuses it at its position."""
+        draft the budget refuses is pruned here, as the mask refuses it at its position, and so is a
+        draft after which no token would be allowed (a dead end: the mask looks one token ahead,
+        ``structgen.engine.exact_masks``; vLLM cannot take an accepted draft back)."""
         n = 0
         for t in tokens:
             if self._stopped or not self._within_budget_token(t) or not self._take(t):
                 break
+            if self._dead_end():
+                self.rollback(1)
+                break
             n += 1
         self.rollback(n)
         return list(tokens[:n])
+
+    def _dead_end(self) -> bool:
+        """Nothing is allowed next and the output may not end (only where checks can leave that)."""
+        m = self.matcher
+        return (not self._stopped and m.may_dead_end and not m.is_accepting()
+                and not m.next_token_mask().any())
 
     def rollback(self, num_tokens: int) -> None:
         for _ in range(num_tokens):

@@ -58,3 +58,17 @@ def test_the_budget_cuts_the_tokens_after_which_no_output_fits(compiler, smol_in
     words = g.mask_words()
     assert not _allowed(words, digit) and _allowed(words, _ids(smol_info, "]")[0])
     assert g.validate_tokens([digit]) == [] and g.tokens_taken == 1  # a draft the budget refuses is pruned
+
+
+def test_a_draft_that_leads_into_a_dead_end_is_pruned(compiler, smol_info):
+    """vLLM checks n-gram drafts with validate_tokens, not with the mask: a draft spelling an earlier
+    unique item up to its maxLength would be accepted and leave no token allowed (a request ended
+    with an error, seen in tests_vllm); it is pruned as the mask leaves it out."""
+    spec = ('{"type": "array", "uniqueItems": true, "items": {"type": "string", "minLength": 2, '
+            '"maxLength": 2, "pattern": "^[a-e]*$"}}')
+    g = ServedGrammar(Matcher(compile_served(compiler, "json", spec)))
+    assert g.accept_tokens("r", _ids(smol_info, '["bb", "'))
+    b = _ids(smol_info, "b")[0]
+    assert _allowed(g.mask_words(), b)  # "b" alone is fine: "ba" is new
+    assert g.validate_tokens([b, b]) == [b] and g.tokens_taken == 8  # state unchanged
+    assert g.validate_tokens([b, _ids(smol_info, "a")[0]]) == [b, _ids(smol_info, "a")[0]]
