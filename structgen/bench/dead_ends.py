@@ -10,7 +10,7 @@ Walks draw uniformly from the Matcher's mask (EOS aside), steer towards the end 
   names ``uniqueItems``, ``oneOf``, ``dependentSchemas``, ``dependencies``, ``not`` or ``contains``;
 * ``unique``: arrays of short strings with ``uniqueItems`` (lengths 1-3, alphabets of 2, 3 and 26
   letters), the dead end the mask's lookahead was built for; tokens with a backslash are not drawn
-  there (an item spelled with escapes is compared as written).
+  there (walks keep to one spelling per item).
 
 With ``sampler="model"`` the walks are the real model's: ``generate_json`` on the embedded SmolLM2
 at temperature 1 (one seed per walk, JSON whitespace as a server allows it, 256 tokens) with the

@@ -290,8 +290,8 @@ def _item_completions(g, tracker: tuple, out, mask: np.ndarray, cands: tuple) ->
     """Allowed inside tokens that would spell more of an earlier item of the array whose string
     item is being written (its text so far a prefix of that item's, both as JSON writes them without
     escapes): the inside tokens that can corner a ``uniqueItems`` string item (sorted by bytes;
-    candidates left out).  An item spelled with escapes (``"\u0063"`` for ``"c"``) is compared as
-    written, so its dead end is left to the decoding loop's rollback."""
+    candidates left out).  Once the item holds an escape (on its way to an earlier item spelled
+    another way), every allowed token is looked at (at most 512 of them, else none)."""
     in_str, _, frames, _, _ = tracker
     top = frames[-1] if frames else None
     if not in_str or top is None or top[0] != "a" or top[1] < 0 or not top[2]:
@@ -303,6 +303,15 @@ def _item_completions(g, tracker: tuple, out, mask: np.ndarray, cands: tuple) ->
             _token_ids.clear()
         ids = _token_ids[g.trie.uid] = {b: i for i, b in reversed(list(enumerate(g.trie.token_bytes))) if b}
     skip = set(cands)
+    if b"\\" in typed:  # an escape in the item: its spelling need not be JSON's plain one; look at every
+        # allowed token (few follow a backslash or sit inside a \uXXXX escape; more than 512: give up)
+        words = mask.copy()
+        for t in list(skip) + list(g.eos_ids):
+            words[t >> 5] &= ~np.uint32(1 << (t & 31))
+        if _popcount(words) > 512:
+            return ()
+        bits = np.unpackbits(words.view(np.uint8), bitorder="little")
+        return _by_bytes(g, np.flatnonzero(bits).tolist())
     found = set()
     for ident in top[2]:
         if not (isinstance(ident, tuple) and len(ident) == 2 and ident[0] == "s"):
