@@ -203,6 +203,14 @@ def _blank_tokens(trie) -> np.ndarray:
     return hit
 
 
+def _without(words: np.ndarray, ids) -> np.ndarray:
+    """A copy of ``words`` with the bits of ``ids`` cleared."""
+    out = words.copy()
+    for t in ids:
+        out[t >> 5] &= ~np.uint32(1 << (t & 31))
+    return out
+
+
 def _popcount(words: np.ndarray) -> int:
     return int(np.unpackbits(words.view(np.uint8)).sum())
 
@@ -218,9 +226,7 @@ def _cornered(g, cid: int, lx, ls: int, blanks_free: bool) -> tuple[int, ...]:
         mask = g.mask(cid, lx, ls)
         cands = _candidate_ids(g, cid, lx, ls, mask)
         if len(cands) <= LOOKAHEAD_TOKENS:
-            rest = mask.copy()
-            for t in list(cands) + list(g.eos_ids):
-                rest[t >> 5] &= ~np.uint32(1 << (t & 31))
+            rest = _without(mask, (*cands, *g.eos_ids))
             if not rest.any():
                 hit = (cands or (-1,), cands or (-1,))  # (-1,): nothing but EOS is allowed
             elif not (rest & ~_blank_tokens(g.trie)).any():
@@ -305,9 +311,7 @@ def _item_completions(g, tracker: tuple, out, mask: np.ndarray, cands: tuple) ->
     skip = set(cands)
     if b"\\" in typed:  # an escape in the item: its spelling need not be JSON's plain one; look at every
         # allowed token (few follow a backslash or sit inside a \uXXXX escape; more than 512: give up)
-        words = mask.copy()
-        for t in list(skip) + list(g.eos_ids):
-            words[t >> 5] &= ~np.uint32(1 << (t & 31))
+        words = _without(mask, (*skip, *g.eos_ids))
         if _popcount(words) > 512:
             return ()
         bits = np.unpackbits(words.view(np.uint8), bitorder="little")
@@ -337,10 +341,7 @@ def exact_mask(g, state: tuple, tracker: tuple, out: bytearray, mask: np.ndarray
         return mask
     refused = refused_tokens(g, state, tracker, out, cands) if cands else []
     if spelled:
-        refused += [t for t in refused_tokens(g, state, tracker, out, spelled)]
+        refused += refused_tokens(g, state, tracker, out, spelled)
     if not refused:
         return mask
-    m = mask.copy()
-    for t in refused:
-        m[t >> 5] &= ~np.uint32(1 << (t & 31))
-    return m
+    return _without(mask, refused)
