@@ -10,8 +10,9 @@ __all__ = ["add_bench_vllm", "add_bench_batch_masks", "add_bench_gpu_masks"]
 def add_bench_batch_masks(bench_sub: argparse._SubParsersAction) -> None:
     p = bench_sub.add_parser("batch-masks", help="a batch's bitmask rows filled with 1..N threads (cold and warm)",
                              formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    p.add_argument("--rows", type=int, default=64)
+    p.add_argument("--rows", default="64,256", help="row counts, comma-separated")
     p.add_argument("--threads", default="1,2")
+    p.add_argument("--peers", default="llguidance,xgrammar", help="peers filled in the same run ('' for none)")
     p.add_argument("--repeats", type=int, default=5)
     p.add_argument("--seed", type=int, default=0)
     p.set_defaults(func=_run_batch_masks)
@@ -20,8 +21,8 @@ def add_bench_batch_masks(bench_sub: argparse._SubParsersAction) -> None:
 def _run_batch_masks(args) -> int:
     from .bench.batch_masks import run_batch_masks_bench
 
-    run_batch_masks_bench(rows=args.rows, threads=[int(t) for t in args.threads.split(",")], repeats=args.repeats,
-                          seed=args.seed)
+    run_batch_masks_bench(rows=[int(r) for r in args.rows.split(",")], threads=[int(t) for t in args.threads.split(",")],
+                          repeats=args.repeats, seed=args.seed, peers=tuple(p for p in args.peers.split(",") if p))
     return 0
 
 

@@ -1,94 +1,257 @@
-"""``structgen bench batch-masks``: filling a batch's bitmask rows with 1..N threads.
+"""``structgen bench batch-masks``: a batch's bitmask rows filled with 1..N threads, peers beside.
 
 A batch of matchers over different MaskBench schemas, each walked to a random reachable state,
 is filled with :func:`structgen.engine.batch_masks.fill_next_token_bitmasks`: *cold* (the mask
 caches emptied first, so rows are trie walks in ``nogil`` numba kernels) and *warm* (every row a
 cache hit).  Rows are checked equal across thread counts.
+
+Peers fill the same schemas after the same tokens, in the same run: llguidance with its parallel
+fill (``fill_next_token_bitmask_par`` over an ``LLExecutor`` of N threads) and XGrammar with its
+``BatchGrammarMatcher(max_threads=N)``.  A peer's "cold" fill is the first one after its matchers
+were rebuilt at their states (llguidance keeps no mask cache; XGrammar's is made at compile time),
+its "warm" fill the one right after.  Where a peer refuses a token of the walk (its JSON differs),
+its matcher stays where it stopped; the table says how many walks it took whole.
 """
 from __future__ import annotations
 
+import json
 import random
 import statistics
 import time
-from typing import Callable
+from typing import Any, Callable
 
 import numpy as np
 
-__all__ = ["run_batch_masks_bench"]
+__all__ = ["run_batch_masks_bench", "PEERS"]
+
+PEERS = ("llguidance", "xgrammar")
 
 
-def _batch(compiler, records, rows: int, seed: int):
+def _walks(compiler, records, rows: int, seed: int, peers: dict) -> tuple[list, list[dict], list[list[int]]]:
+    """Matchers at random reachable states over the first ``rows`` schemas every engine compiles,
+    the schemas, and the tokens each walk took."""
     from ..engine.matcher import Matcher
     from ..errors import StructgenError
     from .fuzz import mask_ids
 
     rng = random.Random(seed)
-    grammars = []
+    matchers, schemas, walks = [], [], []
     for r in records:
+        if len(matchers) == rows:
+            break
         try:
-            grammars.append(compiler.compile_json_schema(r["schema"], property_order="any"))
+            g = compiler.compile_json_schema(r["schema"], property_order="any")
         except StructgenError:
             continue
-        if len(grammars) == rows:
-            break
-    matchers = []
-    for g in grammars:
+        if not all(p.compiles(r["schema"]) for p in peers.values()):
+            continue
         m = Matcher(g)
+        taken: list[int] = []
         for _ in range(rng.randrange(2, 24)):
             ids = [t for t in mask_ids(m, g.vocab_size).tolist() if t not in g.eos_ids]
-            if not ids or not m.accept_token(rng.choice(ids)):
+            if not ids:
                 break
+            t = rng.choice(ids)
+            if not m.accept_token(t):
+                break
+            taken.append(t)
         matchers.append(m)
-    return matchers
+        schemas.append(r["schema"])
+        walks.append(taken)
+    return matchers, schemas, walks
 
 
-def _clear_caches() -> None:
+def _clear_caches(matchers) -> None:
     from ..engine import exact_masks, walks
     from ..engine.compiled import MASKS
 
     MASKS.discard_where(lambda k: True)
     exact_masks.CANDIDATES.discard_where(lambda k: True)
+    exact_masks.CORNERED.discard_where(lambda k: True)
     walks.clear_caches()
+    for m in matchers:
+        m._exact = None
 
 
-def run_batch_masks_bench(*, rows: int = 64, threads: list[int] | None = None, repeats: int = 5, seed: int = 0,
-                          echo: Callable[[str], None] = print) -> dict:
-    from ..compiler import GrammarCompiler
+class _LLGuidance:
+    """llguidance 1.9: ``LLMatcher`` per schema, ``fill_next_token_bitmask_par`` over an executor."""
+
+    name = "llguidance"
+
+    def __init__(self, hf_tokenizer: Any):
+        import llguidance
+        import llguidance.hf
+        import llguidance.numpy
+
+        self.llg = llguidance
+        self.fill = llguidance.numpy.fill_next_token_bitmask_par
+        self.tok = llguidance.hf.from_tokenizer(hf_tokenizer)
+        self.grammars: dict[str, Any] = {}
+        self.executors: dict[int, Any] = {}
+
+    def compiles(self, schema) -> bool:
+        key = json.dumps(schema, sort_keys=True)
+        g = self.llg.grammar_from("json_schema", json.dumps(schema))
+        ok = not self.llg.LLMatcher(self.tok, g, log_level=0).is_error()
+        if ok:
+            self.grammars[key] = g
+        return ok
+
+    def build(self, schemas, walks) -> tuple[list, int]:
+        ms, whole = [], 0
+        for s, w in zip(schemas, walks):
+            m = self.llg.LLMatcher(self.tok, self.grammars[json.dumps(s, sort_keys=True)], log_level=0)
+            k = 0
+            while k < len(w) and m.consume_token(w[k]):
+                k += 1
+            if m.is_error():  # a refused token leaves it in an error state: replay the part it took
+                m = self.llg.LLMatcher(self.tok, self.grammars[json.dumps(s, sort_keys=True)], log_level=0)
+                for t in w[:k]:
+                    m.consume_token(t)
+            whole += k == len(w)
+            ms.append(m)
+        return ms, whole
+
+    def run(self, ms, bitmask: np.ndarray, threads: int) -> None:
+        ex = self.executors.get(threads)
+        if ex is None:
+            ex = self.executors[threads] = self.llg.LLExecutor(threads)
+        self.fill(ex, [(m, i) for i, m in enumerate(ms)], bitmask)
+
+
+class _XGrammar:
+    """XGrammar: ``GrammarMatcher`` per schema (JSONSchemaBench settings), ``BatchGrammarMatcher``."""
+
+    name = "xgrammar"
+
+    def __init__(self, hf_tokenizer: Any):
+        import torch
+        import xgrammar as xgr
+
+        self.xgr, self.torch = xgr, torch
+        info = xgr.TokenizerInfo.from_huggingface(hf_tokenizer, vocab_size=len(hf_tokenizer))
+        self.compiler = xgr.GrammarCompiler(info, max_threads=1)
+        self.compiled: dict[str, Any] = {}
+        self.batchers: dict[int, Any] = {}
+
+    def compiles(self, schema) -> bool:
+        try:
+            cg = self.compiler.compile_json_schema(json.dumps(schema), any_whitespace=True, strict_mode=False)
+        except Exception:  # noqa: BLE001 - a peer's refusal, whatever it raises
+            return False
+        self.compiled[json.dumps(schema, sort_keys=True)] = cg
+        return True
+
+    def build(self, schemas, walks) -> tuple[list, int]:
+        ms, whole = [], 0
+        for s, w in zip(schemas, walks):
+            m = self.xgr.GrammarMatcher(self.compiled[json.dumps(s, sort_keys=True)])
+            k = 0
+            while k < len(w) and m.accept_token(w[k]):
+                k += 1
+            whole += k == len(w)
+            ms.append(m)
+        return ms, whole
+
+    def run(self, ms, bitmask: np.ndarray, threads: int) -> None:
+        b = self.batchers.get(threads)
+        if b is None:
+            b = self.batchers[threads] = self.xgr.BatchGrammarMatcher(max_threads=threads)
+        b.batch_fill_next_token_bitmask(ms, self.torch.from_numpy(bitmask))
+
+
+def _peer(name: str, hf_tokenizer: Any):
+    if name == "llguidance":
+        return _LLGuidance(hf_tokenizer)
+    if name == "xgrammar":
+        return _XGrammar(hf_tokenizer)
+    raise ValueError(f"unknown batch-masks peer {name!r} (known: {', '.join(PEERS)})")
+
+
+def _time_structgen(matchers, words: int, n: int, repeats: int, ref: dict) -> dict:
     from ..engine.batch_masks import fill_next_token_bitmasks
+
+    cold, warm = [], []
+    for _ in range(repeats):
+        bm = np.zeros((len(matchers), words), dtype=np.int32)
+        _clear_caches(matchers)
+        t0 = time.perf_counter()
+        fill_next_token_bitmasks(matchers, bm, threads=n)
+        cold.append(time.perf_counter() - t0)
+        t0 = time.perf_counter()
+        fill_next_token_bitmasks(matchers, bm, threads=n)
+        warm.append(time.perf_counter() - t0)
+        seen = ref.setdefault(len(matchers), bm.copy())
+        if not np.array_equal(seen, bm):
+            raise AssertionError(f"rows filled with {n} threads differ from those filled first")
+    return {"cold_ms": 1e3 * statistics.median(cold), "warm_ms": 1e3 * statistics.median(warm)}
+
+
+def _time_peer(peer, schemas, walks, words: int, n: int, repeats: int) -> dict:
+    cold, warm, whole = [], [], 0
+    for _ in range(repeats):
+        ms, whole = peer.build(schemas, walks)
+        bm = np.zeros((len(ms), words), dtype=np.int32)
+        t0 = time.perf_counter()
+        peer.run(ms, bm, n)
+        cold.append(time.perf_counter() - t0)
+        t0 = time.perf_counter()
+        peer.run(ms, bm, n)
+        warm.append(time.perf_counter() - t0)
+    return {"cold_ms": 1e3 * statistics.median(cold), "warm_ms": 1e3 * statistics.median(warm), "whole": whole}
+
+
+def run_batch_masks_bench(*, rows: list[int] | int = 64, threads: list[int] | None = None, repeats: int = 5,
+                          seed: int = 0, peers: tuple[str, ...] = PEERS,
+                          echo: Callable[[str], None] = print) -> dict:
+    """Time batch fills for each row count and thread count; returns the figures per engine."""
+    from ..compiler import GrammarCompiler
     from ..tokenizer import load_tokenizer_info
     from .maskbench import load_maskbench, sample_records
+    from .tokenizers import resolve_tokenizer
 
+    row_counts = [rows] if isinstance(rows, int) else list(rows)
     threads = threads or [1, 2]
     info = load_tokenizer_info("deepseek")
-    compiler = GrammarCompiler(info, cache_size=rows + 8)
-    matchers = _batch(compiler, sample_records(load_maskbench(), rows * 2, seed), rows, seed)
+    peer_objs = {}
+    if peers:
+        hf = resolve_tokenizer("deepseek").load()
+        peer_objs = {p: _peer(p, hf) for p in peers}
+    most = max(row_counts)
+    compiler = GrammarCompiler(info, cache_size=most + 8)
+    matchers, schemas, walks = _walks(compiler, sample_records(load_maskbench(), most * 3, seed), most, seed,
+                                      peer_objs)
     words = (info.vocab_size + 31) // 32
-    ref = None
-    out = {"rows": len(matchers), "vocab": info.vocab_size, "threads": {}}
-    for n in threads:
-        cold, warm = [], []
-        for _ in range(repeats):
-            bm = np.zeros((len(matchers), words), dtype=np.int32)
-            _clear_caches()
-            for m in matchers:
-                m._exact = None
-            t0 = time.perf_counter()
-            fill_next_token_bitmasks(matchers, bm, threads=n)
-            cold.append(time.perf_counter() - t0)
-            t0 = time.perf_counter()
-            fill_next_token_bitmasks(matchers, bm, threads=n)
-            warm.append(time.perf_counter() - t0)
-            if ref is None:
-                ref = bm.copy()
-            elif not np.array_equal(ref, bm):
-                raise AssertionError(f"rows filled with {n} threads differ from 1 thread's")
-        out["threads"][n] = {"cold_ms": 1e3 * statistics.median(cold), "warm_ms": 1e3 * statistics.median(warm)}
-    base = out["threads"][threads[0]]
-    echo(f"batch masks: {out['rows']} rows (MaskBench schemas at random states), DeepSeek-V4 vocabulary, "
-         f"median of {repeats}")
-    echo("| threads | cold fill (ms) | speed-up | warm fill (ms) | speed-up |")
-    echo("|---:|---:|---:|---:|---:|")
-    for n, r in out["threads"].items():
-        echo(f"| {n} | {r['cold_ms']:.1f} | {base['cold_ms'] / r['cold_ms']:.2f}x | {r['warm_ms']:.2f} | "
-             f"{base['warm_ms'] / r['warm_ms']:.2f}x |")
+    out: dict = {"vocab": info.vocab_size, "rows": {}}
+    ref: dict = {}
+    for r in row_counts:
+        r = min(r, len(matchers))
+        res: dict = {"structgen": {}}
+        for n in threads:
+            res["structgen"][n] = _time_structgen(matchers[:r], words, n, repeats, ref)
+        for p, peer in peer_objs.items():
+            res[p] = {n: _time_peer(peer, schemas[:r], walks[:r], words, n, repeats) for n in threads}
+        out["rows"][r] = res
+    echo(format_batch_table(out, threads, repeats, tuple(peer_objs)))
     return out
+
+
+def format_batch_table(out: dict, threads: list[int], repeats: int, peers: tuple[str, ...]) -> str:
+    """The bench's table: per row count, engine and thread count, the fills and their ratios."""
+    lines = [f"batch masks: MaskBench schemas every engine compiles, at random reachable states; DeepSeek-V4 "
+             f"vocabulary ({out['vocab']:,}); median of {repeats}",
+             "| rows | engine | threads | cold fill (ms) | cold speed-up | warm fill (ms) | warm speed-up | "
+             "cold / llguidance | warm / llguidance | walks taken whole |",
+             "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for r, res in out["rows"].items():
+        for engine, per in res.items():
+            one = per[threads[0]]
+            for n in threads:
+                f = per[n]
+                ll = res.get("llguidance", {}).get(n)
+                rc = f"{f['cold_ms'] / ll['cold_ms']:.2f}x" if ll and "llguidance" in peers else "--"
+                rw = f"{f['warm_ms'] / ll['warm_ms']:.2f}x" if ll and "llguidance" in peers else "--"
+                whole = f"{f['whole']}/{r}" if "whole" in f else "--"
+                lines.append(f"| {r} | {engine} | {n} | {f['cold_ms']:.2f} | {one['cold_ms'] / f['cold_ms']:.2f}x | "
+                             f"{f['warm_ms']:.3f} | {one['warm_ms'] / f['warm_ms']:.2f}x | {rc} | {rw} | {whole} |")
+    return "\n".join(lines)

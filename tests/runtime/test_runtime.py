@@ -194,13 +194,16 @@ def test_streaming_never_yields_a_token_a_dead_end_takes_back(smol):
     """With checks at value boundaries, decoding may back out of a dead end; the stream holds tokens back
     until no backtrack can reach them, so what was streamed is exactly the final output.  (The mask
     looks one token ahead, so the dead end here is entered two tokens before it shows: the last
-    item's last letter, when only "]" could follow its closing quote and contains refuses it.)"""
+    item's last letter, when only "]" could follow its closing quote and the contains check refuses it.)"""
     from structgen.api import compiler_for, schema_prompt
 
     model = smol
     schema = {"type": "object", "required": ["words"], "additionalProperties": False,
               "properties": {"words": {"type": "array", "items": {"type": "string", "maxLength": 3},
-                                       "minItems": 2, "maxItems": 2, "contains": {"const": "no"}}}}
+                                       "minItems": 2, "maxItems": 2,
+                                       # two contains: one the automaton could count, the pair it leaves
+                                       # to a check as the array completes
+                                       "allOf": [{"contains": {"const": "no"}}, {"contains": {"type": "string"}}]}}}
     g = compiler_for(model).compile_json_schema(schema, whitespace="compact")
     ids = model.encode(model.chat_prompt(schema_prompt(schema, "Write the word 'yes' twice.")))
     m = Matcher(g)

@@ -1,15 +1,37 @@
 """Arrays: ``items``/``prefixItems``/``additionalItems`` and item counts as an explicit automaton,
 ``uniqueItems`` over small finite item sets in the automaton and over any other items by a
-check as each item completes (``UniqueJsonItems``).
+check as each item completes (``UniqueJsonItems``), and ``contains`` (with ``minContains`` /
+``maxContains``) in the automaton too: each item is either one ``contains`` matches or one its
+negation matches, and the automaton counts the matches beside the items.  Checked at the array's
+end instead, ``contains`` let a served request write ``maxItems`` items none of which matches
+and then find no way to close the array (a dead end no token can leave).
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from ...errors import UnsupportedFeature
 from ..ir import Expr, Graph, Sym, seq
+from ..negation import negate
 from .checks import UniqueJsonItems
 from .json_values import NOT_FINITE, json_type, tighten_counts
-from .limits import ANNOTATIONS, MAX_ARRAY_COUNT, MAX_UNIQUE_VALUES, TYPES
+from .limits import ANNOTATIONS, MAX_ARRAY_COUNT, MAX_GRAPH_STATES, MAX_UNIQUE_VALUES, TYPES
 from .refs import SchemaNode
+
+
+@dataclass(frozen=True)
+class Contains:
+    """An array's ``contains``: the subschema, its negation, and how many items must match it."""
+
+    match: SchemaNode
+    miss: SchemaNode
+    least: int
+    most: int | None
+
+    @property
+    def cap(self) -> int:
+        """Matches counted up to this (past ``least`` with no ``most``, more change nothing)."""
+        return self.most if self.most is not None else self.least
 
 
 class ArraysMixin:
@@ -59,6 +81,9 @@ class ArraysMixin:
             return out
 
         unique = [n for n in nodes if n.schema.get("uniqueItems") is True]
+        contains = self.contains_of(nodes, bool(unique), hi)
+        if contains is not None and hi is not None and contains.least > hi:
+            return None
         checked = False  # items told apart at run time (see unique_item)
         if unique and (hi is None or hi > 1):
             e = self.unique_array(unique[0], item_nodes, P, lo, hi)
@@ -69,35 +94,87 @@ class ArraysMixin:
         if J > MAX_ARRAY_COUNT:
             raise UnsupportedFeature(f"maxItems/minItems of {J} is too large to enforce exactly",
                                      pointer=nodes[0].ptr, keyword="maxItems")
-        item_exprs: list[Expr | None] = []
-        beyond_prefix: Expr | None = None  # every index past the prefixes has the same item schemas
-        for i in range(J + (1 if hi is None else 0)):
-            idx = i if i < J else J
-            if idx < P:
-                item_exprs.append(self.value(item_nodes(idx)))
-                continue
-            if idx == P:
-                beyond_prefix = self.value(item_nodes(idx))
-            item_exprs.append(beyond_prefix)
-        if checked:
-            wrapped: dict[int, Expr] = {}
-            item_exprs = [None if e is None else wrapped.setdefault(id(e), self.unique_item(e)) for e in item_exprs]
+        K = contains.cap if contains else 0
+        if (J + 1) * (K + 1) > MAX_GRAPH_STATES:
+            self.unsupported(nodes[0], "contains", "too many items and matches to count")
+            contains, K = None, 0
+
+        def exprs(extra: list[SchemaNode]) -> list[Expr | None]:
+            out: list[Expr | None] = []
+            beyond_prefix: Expr | None = None  # every index past the prefixes has the same item schemas
+            for i in range(J + (1 if hi is None else 0)):
+                idx = i if i < J else J
+                if idx < P:
+                    out.append(self.value(item_nodes(idx) + extra))
+                    continue
+                if idx == P:
+                    beyond_prefix = self.value(item_nodes(idx) + extra)
+                out.append(beyond_prefix)
+            if checked:
+                wrapped: dict[int, Expr] = {}
+                out = [None if e is None else wrapped.setdefault(id(e), self.unique_item(e)) for e in out]
+            return out
+
+        # an item moves the count from j to j + 1 and, when contains matches it, the matches from c to c + 1
+        moves = [(exprs([contains.miss]), 0), (exprs([contains.match]), 1)] if contains else [(exprs([]), 0)]
+
+        def state(j: int, c: int) -> int:
+            return j * (K + 1) + c
+
         edges = []
-        for j in range(J):
-            e = item_exprs[j]
-            if e is None:
+        reach = 0  # highest count reachable
+        for j in range(J + (1 if hi is None else 0)):
+            if j > reach:
                 break
-            edges.append((j, e if j == 0 else seq(self.COMMA, e), j + 1))
-        reach = len(edges)  # highest count reachable
-        if hi is None and reach == J:
-            e = item_exprs[J]
-            if e is not None:
-                edges.append((J, seq(self.COMMA, e) if J > 0 else e, J))
-        finals = tuple(j for j in range(lo, reach + 1))
+            to = min(j + 1, J)
+            for item, step in moves:
+                e = item[j]
+                if e is None:
+                    continue
+                if to > reach:
+                    reach = to
+                for c in range(K + 1):
+                    if step and contains.most is not None and c == contains.most:
+                        continue  # one match more than maxContains
+                    edges.append((state(j, c), e if j == 0 else seq(self.COMMA, e), state(to, min(c + step, K))))
+        least, most = (contains.least, contains.cap) if contains else (0, 0)
+        finals = tuple(state(j, c) for j in range(lo, reach + 1) for c in range(least, most + 1))
         if not finals:
             return None
-        body = Graph(J + 1, tuple(edges), 0, finals)
+        body = Graph((J + 1) * (K + 1), tuple(edges), 0, finals)
         return self.rule("arr", seq(self.LBRACK, body, self.RBRACK))
+
+    def contains_of(self, nodes: list[SchemaNode], unique: bool, hi: int | None) -> Contains | None:
+        """The array's ``contains`` when the automaton can count it (one ``contains`` whose
+        negation is a schema, no ``uniqueItems`` beside it); any other ``contains`` is left to a
+        check as the array completes (``unsupported``).  None when nothing is to be counted."""
+        with_contains = [n for n in nodes if "contains" in n.schema]
+        if not with_contains:
+            return None
+        n = with_contains[0]
+        s = n.schema
+        least, most = s.get("minContains", 1), s.get("maxContains")
+        if not (isinstance(least, int) and not isinstance(least, bool) and least >= 0) or not (
+                most is None or isinstance(most, int) and not isinstance(most, bool) and most >= 0):
+            self.unsupported(n, "minContains", "minContains/maxContains must be non-negative integers")
+            return None
+        if len(with_contains) > 1 or unique:
+            why = "more than one contains" if len(with_contains) > 1 else "contains with uniqueItems"
+            self.unsupported(n, "contains", why)
+            return None
+        if most is not None and most < least:
+            self.unsupported(n, "contains", "maxContains below minContains")  # no array: the check says so
+            return None
+        if least == 0 and most is None:
+            return None  # minContains 0: any array
+        sub = s["contains"]
+        neg = negate(sub, self.local_resolver(n.base, n.ptr + "/contains"), **self.format_kinds())
+        if neg is None:
+            self.unsupported(n, "contains", "its subschema has no negation the automaton holds")
+            return None
+        match = n.child(sub, f"{n.ptr}/contains")
+        miss = match.replaced(self.derived(sub, "contains-miss", lambda: neg) if isinstance(sub, dict) else neg)
+        return Contains(match, miss, least, most)
 
     def unique_item(self, e: Expr) -> Sym:
         """An item of a uniqueItems array the grammar cannot tell apart by itself: a rule of its own,

@@ -50,9 +50,10 @@ ANNOTATIONS = frozenset({
 #: ``dependencies`` and ``required`` inside combinators exactly -- and the ``not``/``if`` rewrite
 #: through negation): the value holding one is validated when it completes (a check at the value
 #: boundary), or, outside any value (``lenient=False`` and no check possible), refused.
-#: ``uniqueItems`` is not here: the array compiler handles it (see ``arrays``).
+#: ``uniqueItems`` and ``contains`` are not here: the array compiler handles them, and leaves to a
+#: check the cases it cannot count (see ``arrays``).
 CHECKED_AT_VALUE_BOUNDARY = frozenset({
-    "contains", "minContains", "maxContains", "dependencies", "dependentRequired", "dependentSchemas", "if",
+    "dependencies", "dependentRequired", "dependentSchemas", "if",
     "unevaluatedProperties", "unevaluatedItems", "$recursiveRef",
 })
 

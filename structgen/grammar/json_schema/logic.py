@@ -283,13 +283,10 @@ class LogicMixin:
 
     def check_unsupported(self, n: SchemaNode, k: str) -> None:
         """A keyword of ``CHECKED_AT_VALUE_BOUNDARY``: left to a check (see ``unsupported``) unless
-        it constrains nothing here (``if`` without ``then``/``else``, ``minContains`` without
-        ``contains``, empty dependencies)."""
+        it constrains nothing here (``if`` without ``then``/``else``, empty dependencies)."""
         s = n.schema
         v = s[k]
         if k == "if" and "then" not in s and "else" not in s:
-            return
-        if k in ("minContains",) and "contains" not in s:
             return
         if k in ("dependentRequired", "dependencies", "dependentSchemas") and not v:
             return

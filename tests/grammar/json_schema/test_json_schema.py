@@ -219,6 +219,51 @@ def test_keywords_beyond_the_automaton_are_checked_as_values_complete(comp, sche
         assert accepts(comp, schema, v) == validator.is_valid(v), v
 
 
+CONTAINS = [
+    {"type": "array", "contains": {"const": "x"}, "maxItems": 3},
+    {"$schema": "https://json-schema.org/draft/2020-12/schema", "type": "array", "items": {"type": "integer"},
+     "contains": {"minimum": 5}, "minContains": 2, "maxContains": 3, "maxItems": 5},
+    {"$schema": "https://json-schema.org/draft/2020-12/schema", "prefixItems": [{"type": "boolean"}],
+     "contains": {"type": "boolean"}, "maxContains": 1},
+    {"$schema": "http://json-schema.org/draft-07/schema#", "contains": {"type": "string"}, "minContains": 0},
+    {"contains": {"type": "integer", "maximum": 0}, "minItems": 2},
+]
+
+
+@pytest.mark.parametrize("schema", CONTAINS)
+def test_contains_is_counted_by_the_automaton(comp, schema):
+    """``contains`` / ``minContains`` / ``maxContains`` compile into the array automaton (no check):
+    every array of up to five items drawn from a few values is classified as jsonschema does."""
+    g = comp.compile_json_schema(schema)
+    assert not g.checks
+    validator = jsonschema.validators.validator_for(schema)(schema)
+    pool = [0, 6, -1, "x", "a", True, None]
+    rng = random.Random(0)
+    for v in [[]] + [[rng.choice(pool) for _ in range(rng.randrange(1, 6))] for _ in range(300)] + ["x", 3]:
+        m = Matcher(g)
+        assert (m.accept_string(json.dumps(v)) and m.is_accepting()) == validator.is_valid(v), v
+
+
+def test_an_array_that_must_still_contain_offers_only_matching_items(comp):
+    """The dead end a check at ``]`` left: two items that do not match and one slot left.  The
+    automaton now allows only an item that matches, so no token leads where nothing is allowed."""
+    m = Matcher(comp.compile_json_schema({"type": "array", "contains": {"const": "x"}, "maxItems": 3}))
+    assert m.accept_string('["a", "b", ')
+    assert not m.copy().accept_string('"y"') and not m.copy().accept_string("1")
+    assert m.accept_string('"x"]') and m.is_accepting()
+
+
+def test_contains_the_automaton_cannot_count_is_checked(comp):
+    """A ``contains`` whose subschema has no negation (``multipleOf`` past the automaton, two
+    ``contains`` in one conjunction) is validated as the array completes."""
+    schema = {"allOf": [{"contains": {"type": "string"}}, {"contains": {"type": "integer"}}]}
+    g = comp.compile_json_schema(schema)
+    assert g.checks
+    for v, ok in (([1, "a"], True), (["a"], False), ([1], False)):
+        m = Matcher(g)
+        assert (m.accept_string(json.dumps(v)) and m.is_accepting()) == ok, v
+
+
 @pytest.mark.parametrize("schema,keyword", [
     ({"$ref": "https://example.com/remote.json"}, "$ref"),
 ])
