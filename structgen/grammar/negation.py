@@ -6,14 +6,14 @@ conjunctions of simple keywords, and the complement of each is again a simple
 schema (De Morgan over the conjunction; ``minLength: 3`` -> a string of at
 most 2 characters; ``properties: {k: S}`` -> an object that has ``k`` with a
 value outside ``S``).  The result uses only standard keywords, with ``not``
-left only around a ``type``, ``enum``, ``const``, ``pattern`` or ``required``,
+left only around a ``type``, ``enum``, ``const``, ``pattern``, ``multipleOf`` or ``required``,
 which the compiler handles directly -- so the rewritten schema means exactly
 the same to jsonschema as the original, and candidate values can still be
 validated against it.
 
 Keywords whose complement needs an existential over items or keys
-(``items``, ``additionalProperties``, ``contains``, ``uniqueItems``, ...),
-``multipleOf`` and ``format`` are not negated: :func:`negate` returns None and
+(``items``, ``additionalProperties``, ``contains``, ``uniqueItems``, ...)
+and ``format`` are not negated: :func:`negate` returns None and
 the caller reports the keyword as unsupported.
 """
 from __future__ import annotations
@@ -33,7 +33,7 @@ VALIDATION_KEYS = {
     "additionalItems", "dependencies", "$ref", "$dynamicRef", "$recursiveRef", "nullable",
 }
 #: ``{"not": {K: ...}}`` with exactly one of these keys is compiled directly.
-SIMPLE_NOT_KEYS = {"type", "enum", "const", "pattern", "format", "required"}
+SIMPLE_NOT_KEYS = {"type", "enum", "const", "pattern", "format", "required", "multipleOf"}
 MAX_DEPTH = 12
 
 _NUMBER_BOUND_COMPLEMENT = {"minimum": "exclusiveMaximum", "maximum": "exclusiveMinimum",
@@ -130,6 +130,9 @@ def negate(schema: Any, resolve: Callable[[str], Any | None], depth: int = 0,
     if "required" in s:
         parts.append({"not": {"required": s["required"]}})
         handled.add("required")
+    if "multipleOf" in s:
+        parts.append({"not": {"multipleOf": s["multipleOf"]}})
+        handled.add("multipleOf")
     if "format" in s:
         f = s["format"]
         if f in refused_formats:

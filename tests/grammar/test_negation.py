@@ -23,6 +23,7 @@ SCHEMAS = [
     {"anyOf": [{"type": "string"}, {"minimum": 5}]},
     {"allOf": [{"type": "integer"}, {"maximum": 3}]},
     {"maxItems": 1},
+    {"multipleOf": 0.5, "maximum": 3},
 ]
 
 
@@ -38,5 +39,5 @@ def test_negation_is_the_exact_complement(schema):
 def test_booleans_and_what_cannot_be_negated():
     assert negate(True, lambda r: None) is False and negate(False, lambda r: None) is True
     assert negate({"$ref": "#/$defs/x"}, lambda r: None) is None  # a ref that cannot be followed
-    assert negate({"multipleOf": 0.5, "maximum": 3}, lambda r: None) is None  # no negatable conjunction
+    assert negate({"items": {"type": "string"}, "maximum": 3}, lambda r: None) is None  # an existential over items
     assert is_simple_not({"type": "string"}) and not is_simple_not({"properties": {"a": {}}})

@@ -384,6 +384,9 @@ class SchemaCompiler(LogicMixin, FiniteValuesMixin, StringsMixin, NumbersMixin, 
                 if sub["format"] not in UNSUPPORTED_FORMATS or self.opts.format == "annotate":
                     excluded_types.update(TYPES)  # a format read as an annotation: every value has it
                     return
+            if keys == {"multipleOf"}:
+                excluded_types.update(set(TYPES) - {"number", "integer"})  # non-numbers are multiples of all
+                return  # number() subtracts the multiples
             if keys == {"pattern"} and isinstance(sub["pattern"], str):
                 excluded_types.update(set(TYPES) - {"string"})  # non-strings satisfy any pattern
                 return  # string() subtracts the pattern's language

@@ -8,7 +8,11 @@ from ...automata.fsa import difference, intersect
 from ..ir import Expr
 from ..numbers import number_dfa
 from .json_values import number_spellings, tighten
+from .limits import ANNOTATIONS
 from .refs import SchemaNode, integer_fraction
+
+#: Numbers without an exponent: what an excluded value's or a multiple's automaton spells
+POSITIONAL_NUMBER = r"-?(0|[1-9][0-9]*)(\.[0-9]+)?"
 
 
 class NumbersMixin:
@@ -61,15 +65,30 @@ class NumbersMixin:
             from ..regex import compile_regex
 
             d = intersect(d, compile_regex(r"-?(0|[1-9][0-9]*)\.[0-9]*[1-9][0-9]*"))
+        not_mults = [(n.schema["not"]["multipleOf"], n) for n in nodes
+                     if isinstance(n.schema.get("not"), dict) and "multipleOf" in n.schema["not"]
+                     and {k for k in n.schema["not"] if k not in ANNOTATIONS} == {"multipleOf"}]
+        for m, n in not_mults:  # "not": {"multipleOf": m}: positional spellings, less the multiples'
+            if not isinstance(m, (int, float)) or isinstance(m, bool) or m <= 0:
+                raise SchemaError("multipleOf must be a positive number", pointer=f"{n.ptr}/not/multipleOf")
+            try:
+                multiples = number_dfa(integer=integer, multiple_of=m, allow_integer_fraction=frac)
+            except UnsupportedFeature as e:  # the non-multiples stay in: checked as the value completes
+                self.unsupported(n, "not", str(e).split(": ", 1)[-1])
+                continue
+            from ..regex import compile_regex
+
+            d = difference(intersect(d, compile_regex(POSITIONAL_NUMBER)), multiples)
         ex = tuple(v for v in excluded if isinstance(v, (int, float)) and not isinstance(v, bool))
         if ex:  # "not": {"const"/"enum"}: positional spellings only, so each value's spellings form a regular set
             from ..regex import compile_regex
 
-            d = intersect(d, compile_regex(r"-?(0|[1-9][0-9]*)(\.[0-9]+)?"))
+            d = intersect(d, compile_regex(POSITIONAL_NUMBER))
             d = difference(d, compile_regex("|".join(number_spellings(v) for v in ex)))
         if d.is_empty():
             return None
-        return self.term(("num", integer, integer and frac, non_integer, tuple(sorted(kw.items())), tuple(mults), ex), d,
+        return self.term(("num", integer, integer and frac, non_integer, tuple(sorted(kw.items())), tuple(mults), ex,
+                          tuple(m for m, _ in not_mults)), d,
                          "INT" if integer else "NUM")
 
 
