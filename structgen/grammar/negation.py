@@ -11,9 +11,11 @@ which the compiler handles directly -- so the rewritten schema means exactly
 the same to jsonschema as the original, and candidate values can still be
 validated against it.
 
-Keywords whose complement needs an existential over items or keys
-(``items``, ``additionalProperties``, ``contains``, ``uniqueItems``, ...)
-and ``format`` are not negated: :func:`negate` returns None and
+``items`` (every item) and ``contains`` (some item) are each other's
+complements, and ``propertyNames`` whose negation is a few strings is "one of
+these keys is present".  Keywords whose complement needs an existential over keys or a
+relation between items (``additionalProperties``, ``uniqueItems``, ...),
+``items`` beside ``prefixItems``, counted ``contains`` and ``format`` are not negated: :func:`negate` returns None and
 the caller reports the keyword as unsupported.
 """
 from __future__ import annotations
@@ -55,6 +57,19 @@ def is_simple_not(sub: Any) -> bool:
     return not keys or (len(keys) == 1 and next(iter(keys)) in SIMPLE_NOT_KEYS)
 
 
+def _strings_of(schema: Any) -> list | None:
+    """The strings a ``const`` / ``enum`` schema (or ``false``) admits, when it is one of those."""
+    if schema is False:
+        return []
+    if not isinstance(schema, dict) or len([k for k in schema if k in VALIDATION_KEYS]) != 1:
+        return None
+    vals = [schema["const"]] if "const" in schema else schema.get("enum")
+    if not isinstance(vals, list):
+        return None
+    strs = list(dict.fromkeys(v for v in vals if isinstance(v, str)))
+    return strs
+
+
 def _any_of(parts: list) -> Any:
     parts = [p for p in parts if p is not False]
     if any(p is True for p in parts):
@@ -74,13 +89,16 @@ def _all_of(parts: list) -> Any:
 
 
 def negate(schema: Any, resolve: Callable[[str], Any | None], depth: int = 0,
-           asserted_formats: frozenset = frozenset(), refused_formats: frozenset = frozenset()) -> Any | None:
+           asserted_formats: frozenset = frozenset(), refused_formats: frozenset = frozenset(),
+           with_contains: bool = True) -> Any | None:
     """A schema accepting exactly the JSON values ``schema`` rejects, or None.
 
     ``resolve`` maps a ``$ref`` to its target schema (None when it cannot be
     followed, e.g. into another resource).  ``format`` values in
     ``asserted_formats`` are constraints, those in ``refused_formats`` cannot be
-    negated, and any other format is an annotation."""
+    negated, and any other format is an annotation.  ``with_contains``: the
+    schema's draft has ``contains`` (draft-06 on), which the negation of ``items``
+    needs ("some item fails")."""
     if depth > MAX_DEPTH:
         return None
     if schema is True:
@@ -96,7 +114,7 @@ def negate(schema: Any, resolve: Callable[[str], Any | None], depth: int = 0,
     handled: set[str] = set()
 
     def neg(x):
-        return negate(x, resolve, depth + 1, asserted_formats, refused_formats)
+        return negate(x, resolve, depth + 1, asserted_formats, refused_formats, with_contains)
 
     if "$ref" in s:
         target = resolve(s["$ref"]) if isinstance(s["$ref"], str) else None
@@ -168,6 +186,27 @@ def negate(schema: Any, resolve: Callable[[str], Any | None], depth: int = 0,
             if n is not False:
                 parts.append({"type": "object", "required": [key], "properties": {key: n}})
         handled.add("properties")
+    if "items" in s and isinstance(s["items"], (dict, bool)) and "prefixItems" not in s and with_contains:
+        n = neg(s["items"])  # every item matches -> some item does not
+        if n is None:
+            return None
+        if n is not False:
+            parts.append({"type": "array", "contains": n})
+        handled.add("items")
+    if "contains" in s and not {"minContains", "maxContains"} & set(s):
+        n = neg(s["contains"])  # some item matches -> none does
+        if n is None:
+            return None
+        parts.append({"type": "array", "items": n})
+        handled.add("contains")
+    if "propertyNames" in s:
+        keys = _strings_of(neg(s["propertyNames"]))  # some key fails propertyNames: one of these keys
+        if keys is None:
+            return None
+        if keys:
+            parts.append({"type": "object", "required": keys[:1]} if len(keys) == 1 else
+                         {"type": "object", "anyOf": [{"required": [k]} for k in keys]})
+        handled.add("propertyNames")
     if "not" in s:
         parts.append(s["not"])
         handled.add("not")

@@ -24,6 +24,11 @@ SCHEMAS = [
     {"allOf": [{"type": "integer"}, {"maximum": 3}]},
     {"maxItems": 1},
     {"multipleOf": 0.5, "maximum": 3},
+    {"items": {"type": "integer"}},
+    {"contains": {"type": "string"}, "maxItems": 1},
+    {"type": "array", "items": False},
+    {"propertyNames": {"not": {"const": "a"}}},
+    {"propertyNames": {"not": {"enum": ["a", "b", 3]}}},
 ]
 
 
@@ -39,5 +44,6 @@ def test_negation_is_the_exact_complement(schema):
 def test_booleans_and_what_cannot_be_negated():
     assert negate(True, lambda r: None) is False and negate(False, lambda r: None) is True
     assert negate({"$ref": "#/$defs/x"}, lambda r: None) is None  # a ref that cannot be followed
-    assert negate({"items": {"type": "string"}, "maximum": 3}, lambda r: None) is None  # an existential over items
+    assert negate({"additionalProperties": False, "maximum": 3}, lambda r: None) is None  # an existential over keys
+    assert negate({"items": {"type": "string"}}, lambda r: None, with_contains=False) is None  # draft-04
     assert is_simple_not({"type": "string"}) and not is_simple_not({"properties": {"a": {}}})

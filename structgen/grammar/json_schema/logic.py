@@ -131,7 +131,7 @@ class LogicMixin:
             if own_keys:
                 copy = "$ref" in s or "$dynamicRef" in s or "allOf" in s or not unknown.isdisjoint(s)
                 d = self.derived(s, "own", lambda: {k: s[k] for k in own_keys}) if copy else s
-                logic = self.rewrite_logic(d, base, n.ptr)
+                logic = self.rewrite_logic(d, base, n.ptr, n.own_draft)
                 if logic is not None:
                     sub = self.flatten([SchemaNode(logic, base, n.ptr, n.inner_scope(), n.draft, n.own_draft)], active)
                     if sub is None:
@@ -141,7 +141,7 @@ class LogicMixin:
                 out.append(SchemaNode(d, base, n.ptr, n.inner_scope(), n.draft, n.own_draft))
         return out
 
-    def rewrite_logic(self, s: dict, base: str, ptr: str) -> dict | None:
+    def rewrite_logic(self, s: dict, base: str, ptr: str, draft: int | None = None) -> dict | None:
         """``not`` of a compound schema and ``if``/``then``/``else`` as conjunctions and
         disjunctions of negatable parts (structgen.grammar.negation); None when there is
         nothing to rewrite or the negation cannot be expressed (reported later)."""
@@ -156,7 +156,7 @@ class LogicMixin:
             extra = []
             if "not" in s:
                 if needs_not:
-                    neg = negate(s["not"], resolve, **self.format_kinds())
+                    neg = negate(s["not"], resolve, **self.format_kinds(), with_contains=draft != 4)
                     if neg is None:
                         return None
                     extra.append(neg)
@@ -165,7 +165,7 @@ class LogicMixin:
             if "if" in s:
                 if needs_if:
                     cond = s["if"]
-                    ncond = negate(cond, resolve, **self.format_kinds())
+                    ncond = negate(cond, resolve, **self.format_kinds(), with_contains=draft != 4)
                     if ncond is None:
                         return None
                     extra.append({"anyOf": [{"allOf": [cond, s.get("then", True)]},
@@ -319,7 +319,7 @@ class LogicMixin:
                     if all(self.signatures_disjoint(rs[a], rs[b]) for a in range(len(rs)) for b in range(a + 1, len(rs))):
                         out += [{"allOf": only + [branches[i]]} for i in live]
                         continue
-                negs = {i: negate(branches[i], resolve, **self.format_kinds()) for i in live if i not in alls}
+                negs = {i: negate(branches[i], resolve, **self.format_kinds(), with_contains=n.own_draft != 4) for i in live if i not in alls}
                 if any(v is None for v in negs.values()):
                     return None
                 if alls:  # one branch takes every value of the type: exactly those the others reject

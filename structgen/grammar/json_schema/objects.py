@@ -10,12 +10,13 @@ from typing import Any
 from ...errors import GrammarError, SchemaError, UnsupportedFeature
 from ...automata.fsa import DFA, difference, difference_literals, intersect, union
 from ..ir import Expr, Graph, alt, seq
+from ..negation import negate
 from ..json_strings import literal_strings, string_dfa, string_forms
 from ..presence import eval_presence, presence_keys
 from ..regex import python_regex
 from .checks import KeySetCheck
 from .json_values import NOT_FINITE, check_pattern, pattern_search, tighten_counts
-from .limits import ANY_ORDER_MAX_TRACKED, ANY_ORDER_TRACK_ALL, MAX_GRAPH_STATES, MAX_PATTERN_PROPERTIES
+from .limits import ANNOTATIONS, ANY_ORDER_MAX_TRACKED, ANY_ORDER_TRACK_ALL, MAX_GRAPH_STATES, MAX_PATTERN_PROPERTIES
 from .refs import SchemaNode, escape_pointer
 
 
@@ -55,6 +56,22 @@ class ObjectsMixin:
         finally:
             self._combinator_depth = saved
 
+    def one_key_named(self, n: SchemaNode, nodes: list[SchemaNode]) -> SchemaNode | None:
+        """``not: {propertyNames: S}`` ("some key fails S") where the conjunction allows at most one
+        key: that key must match S's negation, a key schema the automaton holds (so a check at ``}``
+        no longer lets a wrong key doom the object before its value).  None where it does not apply."""
+        maxp = None
+        for x in nodes:
+            maxp = tighten_counts(x.schema, x, 0, maxp, "minProperties", "maxProperties")[1]
+        if maxp is None or maxp > 1:
+            return None
+        ptr = f"{n.ptr}/not/propertyNames"
+        names = n.schema["not"]["propertyNames"]
+        neg = negate(names, self.local_resolver(n.base, ptr), **self.format_kinds(), with_contains=n.own_draft != 4)
+        if neg is None:
+            return None
+        return n.child(self.derived(names, "some-key", lambda: neg) if isinstance(names, dict) else neg, ptr)
+
     def object_body(self, nodes: list[SchemaNode]) -> Expr | None:
         minp, maxp = 0, None
         order: list[str] = []
@@ -76,6 +93,12 @@ class ObjectsMixin:
             minp, maxp = tighten_counts(s, n, minp, maxp, "minProperties", "maxProperties")
             if "propertyNames" in s:
                 names_nodes.append(n.child(s["propertyNames"], f"{n.ptr}/propertyNames"))
+            some = s.get("not")
+            if isinstance(some, dict) and {k for k in some if k not in ANNOTATIONS} == {"propertyNames"}:
+                key = self.one_key_named(n, nodes)
+                if key is not None:  # the one key there may be must match it, and there must be one
+                    names_nodes.append(key)
+                    minp = max(minp, 1)
         for k in sorted(required - in_order):
             order.append(k)
         presence = [p for n in nodes for p in n.schema.get("__presence__", [])]

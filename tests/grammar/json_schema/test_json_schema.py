@@ -260,6 +260,36 @@ def test_not_multiple_of_is_an_automaton(comp, schema):
         assert (m.accept_string(json.dumps(v)) and m.is_accepting()) == validator.is_valid(v), v
 
 
+ONE_KEY = {"type": "object", "maxProperties": 1, "propertyNames": {"pattern": "^....$"},
+           "allOf": [{"not": {"propertyNames": {"not": {"pattern": "a1"}}}},
+                     {"not": {"propertyNames": {"not": {"pattern": "b2"}}}}]}
+
+
+@pytest.mark.parametrize("schema", [
+    ONE_KEY,
+    {"type": "object", "not": {"propertyNames": {"not": {"const": "0"}}}, "patternProperties": {"\\d": {"type": "boolean"}}},
+    {"not": {"propertyNames": {"not": {"enum": ["a", "b"]}}}},
+])
+def test_some_key_matching_is_an_automaton(comp, schema):
+    """"Some key matches S" (``not: {propertyNames: {not: S}}``) is a required key when S is a few
+    strings, and where at most one key is allowed, that key's own schema: no check."""
+    g = comp.compile_json_schema(schema, property_order="any")
+    assert not g.checks
+    validator = jsonschema.validators.validator_for(schema)(schema)
+    for k in ["a1b2", "b2a1", "a12a", "xa1b", "0", "a", "b", "", "a1b2c"]:
+        for v in ({k: True}, {k: 1}, {}, {k: True, "zz": False}, {k: 1, "0": True}, [k], k):
+            m = Matcher(g)
+            assert (m.accept_string(json.dumps(v)) and m.is_accepting()) == validator.is_valid(v), v
+
+
+def test_the_one_key_that_must_match_is_steered_from_its_first_byte(comp):
+    """The dead end a check at ``}`` left: a wrong first letter of the one key.  Now it is refused."""
+    m = Matcher(comp.compile_json_schema(ONE_KEY))
+    assert m.accept_string('{"')
+    assert not m.copy().accept_string("x")
+    assert m.accept_string('b2a1": 0}') and m.is_accepting()
+
+
 def test_an_array_that_must_still_contain_offers_only_matching_items(comp):
     """The dead end a check at ``]`` left: two items that do not match and one slot left.  The
     automaton now allows only an item that matches, so no token leads where nothing is allowed."""
@@ -290,10 +320,10 @@ def test_unsupported_keywords_are_refused(comp, schema, keyword):
 
 
 def test_lenient_mode_overapproximates_and_validates(comp):
-    g = comp.compile_json_schema({"type": "array", "not": {"items": {"type": "integer"}}}, lenient=True)
-    assert g.validator is not None and not g.validator.is_valid([3])
+    g = comp.compile_json_schema({"type": "object", "not": {"additionalProperties": False}}, lenient=True)
+    assert g.validator is not None and not g.validator.is_valid({})
     m = Matcher(g)
-    assert m.accept_string("[3]") and m.is_accepting()  # grammar over-approximates; validator decides
+    assert m.accept_string("{}") and m.is_accepting()  # grammar over-approximates; validator decides
 
 
 def test_huge_bounds_compile_fast_or_fail_clearly(comp):
