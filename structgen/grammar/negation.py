@@ -57,6 +57,18 @@ def is_simple_not(sub: Any) -> bool:
     return not keys or (len(keys) == 1 and next(iter(keys)) in SIMPLE_NOT_KEYS)
 
 
+def _no_keys_as_count(s: dict) -> dict:
+    """``additionalProperties: false`` with every ``properties`` / ``patternProperties`` value false
+    forbids every key: that is ``maxProperties: 0``, whose negation is a count, not "some key"."""
+    props, pats = s.get("properties", {}), s.get("patternProperties", {})
+    if s.get("additionalProperties") is not False or not isinstance(props, dict) or not isinstance(pats, dict) or \
+            any(v is not False for v in (*props.values(), *pats.values())):
+        return s
+    out = {k: v for k, v in s.items() if k not in ("additionalProperties", "properties", "patternProperties")}
+    out["maxProperties"] = 0
+    return out
+
+
 def _strings_of(schema: Any) -> list | None:
     """The strings a ``const`` / ``enum`` schema (or ``false``) admits, when it is one of those."""
     if schema is False:
@@ -107,7 +119,7 @@ def negate(schema: Any, resolve: Callable[[str], Any | None], depth: int = 0,
         return True
     if not isinstance(schema, dict):
         return None
-    s = {k: v for k, v in schema.items() if k in VALIDATION_KEYS}
+    s = _no_keys_as_count({k: v for k, v in schema.items() if k in VALIDATION_KEYS})
     if not s:
         return False
     parts: list = []

@@ -29,6 +29,8 @@ SCHEMAS = [
     {"type": "array", "items": False},
     {"propertyNames": {"not": {"const": "a"}}},
     {"propertyNames": {"not": {"enum": ["a", "b", 3]}}},
+    {"patternProperties": {"a": False}, "additionalProperties": False},
+    {"items": {"properties": {"b": False}, "additionalProperties": False}},
 ]
 
 
@@ -44,6 +46,6 @@ def test_negation_is_the_exact_complement(schema):
 def test_booleans_and_what_cannot_be_negated():
     assert negate(True, lambda r: None) is False and negate(False, lambda r: None) is True
     assert negate({"$ref": "#/$defs/x"}, lambda r: None) is None  # a ref that cannot be followed
-    assert negate({"additionalProperties": False, "maximum": 3}, lambda r: None) is None  # an existential over keys
+    assert negate({"additionalProperties": {"type": "string"}, "maximum": 3}, lambda r: None) is None  # some key
     assert negate({"items": {"type": "string"}}, lambda r: None, with_contains=False) is None  # draft-04
     assert is_simple_not({"type": "string"}) and not is_simple_not({"properties": {"a": {}}})

@@ -8,6 +8,7 @@ and then find no way to close the array (a dead end no token can leave).
 """
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 
 from ...errors import UnsupportedFeature
@@ -17,6 +18,11 @@ from .checks import UniqueJsonItems
 from .json_values import NOT_FINITE, json_type, tighten_counts
 from .limits import ANNOTATIONS, MAX_ARRAY_COUNT, MAX_GRAPH_STATES, MAX_UNIQUE_VALUES, TYPES
 from .refs import SchemaNode
+
+
+def _contains_key(s: dict) -> str:
+    """What a node's ``contains`` asks, so that the same one met twice (``allOf``) counts once."""
+    return json.dumps([s["contains"], s.get("minContains", 1), s.get("maxContains")], sort_keys=True, default=str)
 
 
 @dataclass(frozen=True)
@@ -148,7 +154,7 @@ class ArraysMixin:
         """The array's ``contains`` when the automaton can count it (one ``contains`` whose
         negation is a schema, no ``uniqueItems`` beside it); any other ``contains`` is left to a
         check as the array completes (``unsupported``).  None when nothing is to be counted."""
-        with_contains = [n for n in nodes if "contains" in n.schema]
+        with_contains = list({_contains_key(n.schema): n for n in nodes if "contains" in n.schema}.values())
         if not with_contains:
             return None
         n = with_contains[0]

@@ -299,6 +299,24 @@ def test_an_array_that_must_still_contain_offers_only_matching_items(comp):
     assert m.accept_string('"x"]') and m.is_accepting()
 
 
+def test_not_items_is_an_array_that_contains(comp):
+    """``not: {items: S}`` is "some item fails S", counted like ``contains``; an object schema that
+    forbids every key is ``maxProperties: 0``, so its negation is a count (two such ``not items``
+    are one ``contains``).  The last free slot then takes only an object with a key."""
+    schema = {"type": "array", "maxItems": 2, "allOf": [
+        {"not": {"items": {"patternProperties": {"ab": False}, "additionalProperties": False}}},
+        {"not": {"items": {"patternProperties": {"cd": False}, "additionalProperties": False}}}]}
+    g = comp.compile_json_schema(schema)
+    assert not g.checks
+    validator = jsonschema.Draft202012Validator(schema)
+    for v in ([], [1], [{}], [{"a": 1}], [1, {"x": 0}], [{}, {}], [1, 2], [{"ab": 1}, 3], [1, 2, {"a": 1}]):
+        m = Matcher(g)
+        assert (m.accept_string(json.dumps(v)) and m.is_accepting()) == validator.is_valid(v), v
+    m = Matcher(g)
+    assert m.accept_string("[1, ") and not m.copy().accept_string("2") and not m.copy().accept_string("{}")
+    assert m.accept_string('{"k": 0}]') and m.is_accepting()
+
+
 def test_contains_the_automaton_cannot_count_is_checked(comp):
     """A ``contains`` whose subschema has no negation (``multipleOf`` past the automaton, two
     ``contains`` in one conjunction) is validated as the array completes."""
@@ -320,7 +338,7 @@ def test_unsupported_keywords_are_refused(comp, schema, keyword):
 
 
 def test_lenient_mode_overapproximates_and_validates(comp):
-    g = comp.compile_json_schema({"type": "object", "not": {"additionalProperties": False}}, lenient=True)
+    g = comp.compile_json_schema({"type": "object", "not": {"additionalProperties": {"type": "string"}}}, lenient=True)
     assert g.validator is not None and not g.validator.is_valid({})
     m = Matcher(g)
     assert m.accept_string("{}") and m.is_accepting()  # grammar over-approximates; validator decides
