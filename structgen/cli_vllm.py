@@ -65,6 +65,8 @@ def add_bench_vllm(bench_sub: argparse._SubParsersAction) -> None:
     p.add_argument("--schemas", type=int, default=50, help="with --cases checks: how many schemas")
     p.add_argument("--samples", type=int, default=4, help="with --cases checks: requests per schema, one seed each")
     p.add_argument("--temperature", type=float, default=0.0)
+    p.add_argument("--same-as", default=None, metavar="VLLM_JSON",
+                   help="with --cases checks: the requests of an earlier run (its vllm.json), for a before/after")
     p.add_argument("--output", default="bench-out/vllm")
     p.set_defaults(func=_run)
 
@@ -84,5 +86,6 @@ def _run(args) -> int:
     run_vllm_bench(python=str(python), model=model, backends=args.backends.split(","), per_dataset=args.per_dataset,
                    seed=args.seed, concurrency=args.concurrency, max_tokens=args.max_tokens,
                    out_dir=Path(args.output), data=args.data, cases=args.cases, schemas=args.schemas,
-                   samples=args.samples, temperature=args.temperature)
+                   samples=args.samples, temperature=args.temperature,
+                   same_as=Path(args.same_as) if args.same_as else None)
     return 0

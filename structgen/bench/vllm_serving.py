@@ -153,6 +153,23 @@ def check_cases(n: int, samples: int, seed: int = 0, max_schema_chars: int = 300
             for k in range(samples) for r in picked]
 
 
+def cases_like(previous: Path) -> list[dict]:
+    """The requests of an earlier ``--cases checks`` run (its ``vllm.json``), in its order: the same
+    schemas and repeats, so a change is measured on the very requests it was measured on before."""
+    from .fuzz_cases import load_maskbench_rows
+    from .maskbench import default_data_path
+
+    ids = json.loads(Path(previous).read_text())["ids"]
+    rows = {r["id"]: r for r in load_maskbench_rows(default_data_path())}
+    out = []
+    for i in ids:
+        sid, _, k = i.rpartition("#")
+        if sid not in rows:
+            raise ValueError(f"{previous}: {sid!r} is not a MaskBench dev schema")
+        out.append({"id": i, "dataset": "maskbench-checks", "schema": rows[sid]["schema"], "seed": int(k)})
+    return out
+
+
 def run_backend(python: str, model: str, backend: str, cases: list[dict], *, concurrency: int, max_tokens: int,
                 out_dir: Path, echo: Callable[[str], None] = print, temperature: float = 0.0) -> dict:
     """Start a server with ``backend``, send every case, score, stop.  Returns the backend's
@@ -216,10 +233,10 @@ def _decode_speed(r: dict) -> float | None:
 def run_vllm_bench(*, python: str, model: str, backends: list[str], per_dataset: int, seed: int, concurrency: int,
                    max_tokens: int, out_dir: Path, data: str | None = None,
                    echo: Callable[[str], None] = print, cases: str = "jsonschemabench", schemas: int = 50,
-                   samples: int = 4, temperature: float = 0.0) -> dict:
+                   samples: int = 4, temperature: float = 0.0, same_as: Path | None = None) -> dict:
     out_dir.mkdir(parents=True, exist_ok=True)
     if cases == "checks":
-        todo = check_cases(schemas, samples, seed)
+        todo = cases_like(same_as) if same_as is not None else check_cases(schemas, samples, seed)
         echo(f"{len(todo)} requests: {len(todo) // max(samples, 1)} check-heavy MaskBench schemas x {samples} seeds, "
              f"temperature {temperature}, {concurrency} concurrent, max_tokens {max_tokens}, backends {', '.join(backends)}")
     else:

@@ -4,8 +4,9 @@ A serving engine fills every running sequence's row while the forward pass runs.
 is a dictionary hit and a row copy; a mask the cache lacks is a trie walk in numba kernels that
 release the GIL (``nogil=True``), so rows of different grammars are computed on several cores at
 once.  Measured on MaskBench states (``structgen bench batch-masks``, 2 cores): a row costs ~60 µs
-cold and ~4 µs warm, mostly Python under the GIL, so two threads were *slower* than one (0.64x
-cold, 0.45x warm).  The pool therefore runs only when asked (``threads=`` or
+cold and ~3.4 µs warm; the ``nogil`` walks are 23% of a cold fill and the rest is Python under the
+GIL, so two threads were *slower* than one (0.41x cold, 0.34x warm at 64 rows), while one thread
+already fills faster than llguidance's parallel fill on two.  The pool therefore runs only when asked (``threads=`` or
 ``STRUCTGEN_MASK_THREADS``); it pays where rows are long uncached walks (large vocabularies, hard
 states) on many cores.  Below ``MIN_ROWS_PER_THREAD`` rows a thread, rows are filled in the
 calling thread.

@@ -2,6 +2,10 @@
 in ``structgen bench vllm``, from vLLM's own virtualenv)."""
 from __future__ import annotations
 
+import json
+
+import pytest
+
 from structgen.bench.vllm_serving import _decode_speed, _pct, report
 
 
@@ -33,3 +37,15 @@ def test_check_heavy_cases_repeat_each_schema_with_its_own_seed():
     text = report({"cases": 6, "concurrency": 16, "max_tokens": 256, "cases_from": "checks", "temperature": 1.0,
                    "backends": [_backend("structgen", 4, 4, 20.0)]})
     assert text.startswith("vLLM serving: 6 check-heavy MaskBench requests, 16 concurrent, max_tokens 256, temperature 1.0")
+
+
+def test_an_earlier_runs_requests_are_sent_again(tmp_path):
+    from structgen.bench.vllm_serving import cases_like, check_cases
+
+    first = check_cases(2, 2, seed=1)
+    (tmp_path / "vllm.json").write_text(json.dumps({"ids": [c["id"] for c in first]}))
+    again = cases_like(tmp_path / "vllm.json")
+    assert [(c["id"], c["seed"], c["schema"]) for c in again] == [(c["id"], c["seed"], c["schema"]) for c in first]
+    (tmp_path / "bad.json").write_text(json.dumps({"ids": ["no-such-schema#0"]}))
+    with pytest.raises(ValueError, match="not a MaskBench dev schema"):
+        cases_like(tmp_path / "bad.json")
