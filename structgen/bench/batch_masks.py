@@ -73,7 +73,28 @@ def _clear_caches(matchers) -> None:
         m._exact = None
 
 
-class _LLGuidance:
+class _Peer:
+    """A peer's matchers replayed along structgen's walks: ``fresh``, ``take`` and ``broken`` per peer."""
+
+    def build(self, schemas, walks) -> tuple[list, int]:
+        """Matchers at the walks' states (each stops where the peer refuses a token), and how many
+        walks were taken whole."""
+        ms, whole = [], 0
+        for schema, w in zip(schemas, walks):
+            m = self.fresh(schema)
+            k = 0
+            while k < len(w) and self.take(m, w[k]):
+                k += 1
+            if self.broken(m):  # replay the part it took on a fresh one
+                m = self.fresh(schema)
+                for t in w[:k]:
+                    self.take(m, t)
+            whole += k == len(w)
+            ms.append(m)
+        return ms, whole
+
+
+class _LLGuidance(_Peer):
     """llguidance 1.9: ``LLMatcher`` per schema, ``fill_next_token_bitmask_par`` over an executor."""
 
     name = "llguidance"
@@ -97,20 +118,14 @@ class _LLGuidance:
             self.grammars[key] = g
         return ok
 
-    def build(self, schemas, walks) -> tuple[list, int]:
-        ms, whole = [], 0
-        for s, w in zip(schemas, walks):
-            m = self.llg.LLMatcher(self.tok, self.grammars[json.dumps(s, sort_keys=True)], log_level=0)
-            k = 0
-            while k < len(w) and m.consume_token(w[k]):
-                k += 1
-            if m.is_error():  # a refused token leaves it in an error state: replay the part it took
-                m = self.llg.LLMatcher(self.tok, self.grammars[json.dumps(s, sort_keys=True)], log_level=0)
-                for t in w[:k]:
-                    m.consume_token(t)
-            whole += k == len(w)
-            ms.append(m)
-        return ms, whole
+    def fresh(self, schema):
+        return self.llg.LLMatcher(self.tok, self.grammars[json.dumps(schema, sort_keys=True)], log_level=0)
+
+    def take(self, m, token: int) -> bool:
+        return bool(m.consume_token(token))
+
+    def broken(self, m) -> bool:
+        return bool(m.is_error())  # a refused token leaves an LLMatcher in an error state
 
     def run(self, ms, bitmask: np.ndarray, threads: int) -> None:
         ex = self.executors.get(threads)
@@ -119,7 +134,7 @@ class _LLGuidance:
         self.fill(ex, [(m, i) for i, m in enumerate(ms)], bitmask)
 
 
-class _XGrammar:
+class _XGrammar(_Peer):
     """XGrammar: ``GrammarMatcher`` per schema (JSONSchemaBench settings), ``BatchGrammarMatcher``."""
 
     name = "xgrammar"
@@ -142,16 +157,14 @@ class _XGrammar:
         self.compiled[json.dumps(schema, sort_keys=True)] = cg
         return True
 
-    def build(self, schemas, walks) -> tuple[list, int]:
-        ms, whole = [], 0
-        for s, w in zip(schemas, walks):
-            m = self.xgr.GrammarMatcher(self.compiled[json.dumps(s, sort_keys=True)])
-            k = 0
-            while k < len(w) and m.accept_token(w[k]):
-                k += 1
-            whole += k == len(w)
-            ms.append(m)
-        return ms, whole
+    def fresh(self, schema):
+        return self.xgr.GrammarMatcher(self.compiled[json.dumps(schema, sort_keys=True)])
+
+    def take(self, m, token: int) -> bool:
+        return bool(m.accept_token(token))
+
+    def broken(self, m) -> bool:
+        return False
 
     def run(self, ms, bitmask: np.ndarray, threads: int) -> None:
         b = self.batchers.get(threads)
