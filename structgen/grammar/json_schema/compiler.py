@@ -314,7 +314,7 @@ class SchemaCompiler(LogicMixin, FiniteValuesMixin, StringsMixin, NumbersMixin, 
                     ts.add("null")
                 types &= ts
             if "not" in s:
-                self.apply_not(n, s["not"], excluded_types, excluded_values, nodes)
+                self.apply_not(n, s["not"], excluded_types, excluded_values)
         types -= excluded_types
         if "integer" in excluded_types:
             types.discard("integer")
@@ -357,8 +357,7 @@ class SchemaCompiler(LogicMixin, FiniteValuesMixin, StringsMixin, NumbersMixin, 
             return None
         return alt(*alts)
 
-    def apply_not(self, n: SchemaNode, sub, excluded_types: set, excluded_values: list,
-                  nodes: list[SchemaNode]) -> None:
+    def apply_not(self, n: SchemaNode, sub, excluded_types: set, excluded_values: list) -> None:
         if sub is False:
             return
         if sub is True or sub == {}:
@@ -385,9 +384,9 @@ class SchemaCompiler(LogicMixin, FiniteValuesMixin, StringsMixin, NumbersMixin, 
                 if sub["format"] not in UNSUPPORTED_FORMATS or self.opts.format == "annotate":
                     excluded_types.update(TYPES)  # a format read as an annotation: every value has it
                     return
-            if keys == {"propertyNames"} and self.one_key_named(n, nodes) is not None:
+            if keys == {"propertyNames"}:
                 excluded_types.update(set(TYPES) - {"object"})  # no key fails propertyNames in a non-object
-                return  # object() holds the one key to the negation
+                return  # object() counts the keys that fail it (or leaves the object to a check)
             if keys == {"multipleOf"}:
                 excluded_types.update(set(TYPES) - {"number", "integer"})  # non-numbers are multiples of all
                 return  # number() subtracts the multiples

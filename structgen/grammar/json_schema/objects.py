@@ -16,7 +16,7 @@ from ..presence import eval_presence, presence_keys
 from ..regex import python_regex
 from .checks import KeySetCheck
 from .json_values import NOT_FINITE, check_pattern, pattern_search, tighten_counts
-from .limits import ANNOTATIONS, ANY_ORDER_MAX_TRACKED, ANY_ORDER_TRACK_ALL, MAX_GRAPH_STATES, MAX_PATTERN_PROPERTIES
+from .limits import ANNOTATIONS, ANY_ORDER_MAX_TRACKED, MAX_SOME_KEYS, ANY_ORDER_TRACK_ALL, MAX_GRAPH_STATES, MAX_PATTERN_PROPERTIES
 from .refs import SchemaNode, escape_pointer
 
 
@@ -78,6 +78,7 @@ class ObjectsMixin:
         in_order: set[str] = set()
         required: set[str] = set()
         names_nodes: list[SchemaNode] = []
+        some_keys: list[SchemaNode] = []  # not: {propertyNames: S} -- some key fails S
         for n in nodes:
             s = n.schema
             props = s.get("properties") or {}
@@ -99,6 +100,8 @@ class ObjectsMixin:
                 if key is not None:  # the one key there may be must match it, and there must be one
                     names_nodes.append(key)
                     minp = max(minp, 1)
+                else:
+                    some_keys.append(n)
         for k in sorted(required - in_order):
             order.append(k)
         presence = [p for n in nodes for p in n.schema.get("__presence__", [])]
@@ -143,7 +146,16 @@ class ObjectsMixin:
             if e is not None:
                 key_sym = self.term(("key", k), literal_strings([k]), "KEY")
                 members.append((k, seq(key_sym, self.COLON, e)))
-        add_member = self.additional_members(nodes, order, names_nodes)
+        some = self.some_key_schemas(some_keys)
+        if some is None:
+            some = []
+            self.unsupported(some_keys[0], "not", "more keys that must match than the automaton counts")
+        full = (1 << len(some)) - 1  # every "some key matches" met
+        marks = {k: sum(1 << j for j, x in enumerate(some) if self.valid_under(k, [x])) for k, _ in members}
+        # undefined members, one alternative per set of "some key" schemas their keys match
+        adds = [(x, e) for x, e in ((x, self.additional_members(nodes, order, names_nodes + self.key_classes(some, x)))
+                                    for x in range(full + 1)) if e is not None]
+        add_member = alt(*[e for _, e in adds]) if adds else None
         other_key = self._terms.get(other_key_term(order, 0, [], []))
         if other_key is not None and members:
             # any string but the defined keys: every key prefix stays alive with it, so the engine's key
@@ -151,8 +163,11 @@ class ObjectsMixin:
             family = self.ir.key_families.setdefault(other_key.name, set())
             family.update(self._terms[("key", k)].name for k, _ in members)
         if self.opts.property_order == "any":
-            e = self.any_order_members(members, add_member, required, tracked, presence, minp, maxp)
+            e = self.any_order_members(members, adds if some else add_member, required, tracked, presence, minp,
+                                       maxp, marks, full)
             if e is NOT_FINITE:
+                if some:
+                    self.unsupported(some_keys[0], "not", "too many keys to track beside the keys that must match")
                 return self.checked_object(members, add_member, required, presence, minp, maxp)
             return None if e is None else self.rule("obj", seq(self.LBRACE, e, self.RBRACE))
         n_def = len(members)
@@ -163,41 +178,71 @@ class ObjectsMixin:
 
         bit = {k: 1 << j for j, k in enumerate(tracked)}
         PB = 1 << len(tracked)
-        if (n_def + 1) * (C + 1) * PB > MAX_GRAPH_STATES:
+        XB = full + 1
+        if (n_def + 1) * (C + 1) * PB * XB > MAX_GRAPH_STATES:
             raise UnsupportedFeature("too many properties, counts and presence constraints to enforce exactly",
                                      pointer=nodes[0].ptr, keyword="properties")
 
-        def sid(i: int, c: int, p: int = 0) -> int:
-            return (i * (C + 1) + c) * PB + p
+        def sid(i: int, c: int, p: int = 0, x: int = 0) -> int:
+            return ((i * (C + 1) + c) * PB + p) * XB + x
 
         edges = []
         for i, (k, e) in enumerate(members):
-            kb = bit.get(k, 0)
+            kb, mk = bit.get(k, 0), marks[k]
             for c in range(C + 1):
                 for p in range(PB):
-                    if k not in required:
-                        edges.append((sid(i, c, p), None, sid(i + 1, c, p)))
-                    if maxp is not None and c >= maxp:
-                        continue
-                    nc = min(c + 1, C)
-                    edges.append((sid(i, c, p), e if c == 0 else seq(self.COMMA, e), sid(i + 1, nc, p | kb)))
-        if add_member is not None:
+                    for x in range(XB):
+                        if k not in required:
+                            edges.append((sid(i, c, p, x), None, sid(i + 1, c, p, x)))
+                        if maxp is not None and c >= maxp:
+                            continue
+                        nc = min(c + 1, C)
+                        edges.append((sid(i, c, p, x), e if c == 0 else seq(self.COMMA, e),
+                                      sid(i + 1, nc, p | kb, x | mk)))
+        for mk, add in (adds if some else [(0, add_member)] if add_member is not None else []):
             for c in range(C + 1):
                 if maxp is not None and c >= maxp:
                     continue
                 nc = min(c + 1, C)
                 for p in range(PB):
-                    edges.append((sid(n_def, c, p), add_member if c == 0 else seq(self.COMMA, add_member),
-                                  sid(n_def, nc, p)))
-        finals = tuple(sid(n_def, c, p) for c in range(C + 1) for p in range(PB) if c >= minp and all(
+                    for x in range(XB):
+                        edges.append((sid(n_def, c, p, x), add if c == 0 else seq(self.COMMA, add),
+                                      sid(n_def, nc, p, x | mk)))
+        finals = tuple(sid(n_def, c, p, full) for c in range(C + 1) for p in range(PB) if c >= minp and all(
             eval_presence(pr, {k for k in tracked if p & bit[k]}) for pr in presence))
         if not finals:
             return None
-        body = Graph((n_def + 1) * (C + 1) * PB, tuple(edges), sid(0, 0), finals)
+        body = Graph((n_def + 1) * (C + 1) * PB * XB, tuple(edges), sid(0, 0), finals)
         return self.rule("obj", seq(self.LBRACE, body, self.RBRACE))
 
+    def some_key_schemas(self, some_keys: list[SchemaNode]) -> list[SchemaNode] | None:
+        """The key schemas of ``not: {propertyNames: S}`` (S's negation: some key must match it), for
+        the object automaton to count which are met; None when there are more than it counts or one
+        has no negation (the object is then checked as it closes)."""
+        out = []
+        for n in some_keys:
+            ptr = f"{n.ptr}/not/propertyNames"
+            names = n.schema["not"]["propertyNames"]
+            neg = negate(names, self.local_resolver(n.base, ptr), **self.format_kinds(),
+                         with_contains=n.own_draft != 4)
+            if neg is None:
+                return None
+            out.append(n.child(self.derived(names, "some-key", lambda: neg) if isinstance(names, dict) else neg, ptr))
+        return out if len(out) <= MAX_SOME_KEYS else None
+
+    def key_classes(self, some: list[SchemaNode], x: int) -> list[SchemaNode]:
+        """Key schemas of the keys that match exactly the ``some`` schemas of bit set ``x``."""
+        out = []
+        for j, n in enumerate(some):
+            if x >> j & 1:
+                out.append(n)
+            else:
+                out.append(n.replaced(self.derived(n.schema if isinstance(n.schema, dict) else {"const": n.schema},
+                                                   "not-key", lambda: {"not": n.schema})))
+        return out
+
     def any_order_members(self, members: list, add_member, required: set, tracked: list, presence: list,
-                          minp: int, maxp: int | None):
+                          minp: int, maxp: int | None, marks: dict | None = None, full: int = 0):
         """Members in any order: the automaton tracks which keys were seen (all of them when
         there are few, else the required and presence-tested ones, letting other optional keys
         repeat -- a repeated key's every value still satisfies its schema, and a JSON parser
@@ -211,44 +256,55 @@ class ObjectsMixin:
         bit = {k: 1 << j for j, k in enumerate(watched)}
         S = 1 << len(watched)
         C = maxp if maxp is not None else max(minp, 1)
-        if S * (C + 1) > MAX_GRAPH_STATES:
+        XB = full + 1  # which "some key matches" schemas were met (see some_key_schemas)
+        if S * (C + 1) * XB > MAX_GRAPH_STATES:
             return NOT_FINITE
+        marks = marks or {}
 
-        def sid(seen: int, c: int) -> int:
-            return seen * (C + 1) + c
+        def sid(seen: int, c: int, x: int = 0) -> int:
+            return (seen * (C + 1) + c) * XB + x
 
         # one COMMA edge per state into a "after the comma" twin (S * (C + 1) onward), then the
         # members: the rule automaton stays deterministic on its first symbol, small to build.  The
         # members that change no tracked bit are one rule of their own, one edge per state: a
         # 40-property object with 6 tracked keys is 128 states of 7 edges, not of 41
-        free = [e for k, e in members if k not in bit] + ([add_member] if add_member is not None else [])
-        moves = [(bit[k], e) for k, e in members if k in bit]
-        if len(free) > 1 and S > 1:
-            moves.append((0, self.rule("mems", alt(*free))))
-        else:
-            moves += [(0, e) for e in free]
-        twin = S * (C + 1)
+        # add_member: one expression, or (marks, expression) pairs when keys must match (see object_body)
+        adds = add_member if isinstance(add_member, list) else [(0, add_member)] if add_member is not None else []
+        free: dict[int, list] = {}  # untracked members by the "some key" marks they set
+        for k, e in members:
+            if k not in bit:
+                free.setdefault(marks.get(k, 0), []).append(e)
+        for x, e in adds:
+            free.setdefault(x, []).append(e)
+        moves = [(bit[k], marks.get(k, 0), e) for k, e in members if k in bit]
+        for x, es in free.items():
+            if len(es) > 1 and S > 1:
+                moves.append((0, x, self.rule("mems", alt(*es))))
+            else:
+                moves += [(0, x, e) for e in es]
+        twin = S * (C + 1) * XB
         edges = []
         for seen in range(S):
             for c in range(C + 1):
                 if maxp is not None and c >= maxp:
                     continue
                 nc = min(c + 1, C)
-                src = sid(seen, c)
-                if c > 0:
-                    edges.append((src, self.COMMA, twin + src))
-                    src = twin + src
-                for b, e in moves:
-                    if b and seen & b:
-                        continue
-                    edges.append((src, e, sid(seen | b, nc)))
+                for x in range(XB):
+                    src = sid(seen, c, x)
+                    if c > 0:
+                        edges.append((src, self.COMMA, twin + src))
+                        src = twin + src
+                    for b, mk, e in moves:
+                        if b and seen & b:
+                            continue
+                        edges.append((src, e, sid(seen | b, nc, x | mk)))
         req_bits = sum(bit[k] for k in required if k in bit)
-        finals = tuple(sid(seen, c) for seen in range(S) for c in range(C + 1)
+        finals = tuple(sid(seen, c, full) for seen in range(S) for c in range(C + 1)
                        if c >= minp and seen & req_bits == req_bits
                        and all(eval_presence(pr, {k for k in watched if seen & bit[k]}) for pr in presence))
         if not finals:
             return None
-        return Graph(2 * S * (C + 1), tuple(edges), sid(0, 0), finals)
+        return Graph(2 * S * (C + 1) * XB, tuple(edges), sid(0, 0), finals)
 
     def checked_object(self, members: list, add_member, required: set, presence: list, minp: int,
                        maxp: int | None) -> Expr | None:
