@@ -16,7 +16,7 @@ from ..ir import Expr, Graph, Sym, seq
 from ..negation import negate
 from .checks import UniqueJsonItems
 from .json_values import NOT_FINITE, json_type, tighten_counts
-from .limits import ANNOTATIONS, MAX_ARRAY_COUNT, MAX_GRAPH_STATES, MAX_UNIQUE_VALUES, TYPES
+from .limits import ANNOTATIONS, MAX_ARRAY_COUNT, MAX_GRAPH_STATES, MAX_SOME_ITEMS, MAX_UNIQUE_VALUES, TYPES
 from .refs import SchemaNode
 
 
@@ -26,18 +26,30 @@ def _contains_key(s: dict) -> str:
 
 
 @dataclass(frozen=True)
-class Contains:
-    """An array's ``contains``: the subschema, its negation, and how many items must match it."""
+class ItemMarks:
+    """What the array automaton counts beside the items: ``size`` states, the item *classes* (the
+    schemas an item of the class matches besides the items', and the state each state moves to, -1
+    for none) and the states an array may end in."""
 
-    match: SchemaNode
-    miss: SchemaNode
-    least: int
-    most: int | None
+    size: int
+    classes: tuple  # ((extra SchemaNodes, next state per state), ...)
+    finals: frozenset
 
-    @property
-    def cap(self) -> int:
-        """Matches counted up to this (past ``least`` with no ``most``, more change nothing)."""
-        return self.most if self.most is not None else self.least
+    @staticmethod
+    def counted(match: SchemaNode, miss: SchemaNode, least: int, most: int | None) -> "ItemMarks":
+        """One ``contains``: matches counted up to ``most`` (or to ``least``, past which more change nothing)."""
+        cap = most if most is not None else least
+        step = tuple(-1 if most is not None and c == most else min(c + 1, cap) for c in range(cap + 1))
+        return ItemMarks(cap + 1, (((miss,), tuple(range(cap + 1))), ((match,), step)),
+                         frozenset(range(least, cap + 1)))
+
+    @staticmethod
+    def each(pairs: list[tuple[SchemaNode, SchemaNode]]) -> "ItemMarks":
+        """Several plain ``contains`` (one match each): which of them an item has met, as bits."""
+        full = (1 << len(pairs)) - 1
+        classes = tuple((tuple(m if x >> j & 1 else n for j, (m, n) in enumerate(pairs)),
+                         tuple(y | x for y in range(full + 1))) for x in range(full + 1))
+        return ItemMarks(full + 1, classes, frozenset((full,)))
 
 
 class ArraysMixin:
@@ -87,9 +99,7 @@ class ArraysMixin:
             return out
 
         unique = [n for n in nodes if n.schema.get("uniqueItems") is True]
-        contains = self.contains_of(nodes, bool(unique), hi)
-        if contains is not None and hi is not None and contains.least > hi:
-            return None
+        marks = self.contains_of(nodes, bool(unique))
         checked = False  # items told apart at run time (see unique_item)
         if unique and (hi is None or hi > 1):
             e = self.unique_array(unique[0], item_nodes, P, lo, hi)
@@ -100,10 +110,12 @@ class ArraysMixin:
         if J > MAX_ARRAY_COUNT:
             raise UnsupportedFeature(f"maxItems/minItems of {J} is too large to enforce exactly",
                                      pointer=nodes[0].ptr, keyword="maxItems")
-        K = contains.cap if contains else 0
-        if (J + 1) * (K + 1) > MAX_GRAPH_STATES:
+        if marks is not None and (J + 1) * marks.size > MAX_GRAPH_STATES:
             self.unsupported(nodes[0], "contains", "too many items and matches to count")
-            contains, K = None, 0
+            marks = None
+        if marks is None:
+            marks = ItemMarks(1, (((), (0,)),), frozenset((0,)))
+        D = marks.size
 
         def exprs(extra: list[SchemaNode]) -> list[Expr | None]:
             out: list[Expr | None] = []
@@ -121,66 +133,79 @@ class ArraysMixin:
                 out = [None if e is None else wrapped.setdefault(id(e), self.unique_item(e)) for e in out]
             return out
 
-        # an item moves the count from j to j + 1 and, when contains matches it, the matches from c to c + 1
-        moves = [(exprs([contains.miss]), 0), (exprs([contains.match]), 1)] if contains else [(exprs([]), 0)]
+        # an item moves the count from j to j + 1, and the marks as its class says
+        moves = [(exprs(list(extra)), nxt) for extra, nxt in marks.classes]
 
-        def state(j: int, c: int) -> int:
-            return j * (K + 1) + c
+        def state(j: int, d: int) -> int:
+            return j * D + d
 
         edges = []
-        reach = 0  # highest count reachable
+        reached = {state(0, 0)}
         for j in range(J + (1 if hi is None else 0)):
-            if j > reach:
-                break
             to = min(j + 1, J)
-            for item, step in moves:
+            for item, nxt in moves:
                 e = item[j]
                 if e is None:
                     continue
-                if to > reach:
-                    reach = to
-                for c in range(K + 1):
-                    if step and contains.most is not None and c == contains.most:
-                        continue  # one match more than maxContains
-                    edges.append((state(j, c), e if j == 0 else seq(self.COMMA, e), state(to, min(c + step, K))))
-        least, most = (contains.least, contains.cap) if contains else (0, 0)
-        finals = tuple(state(j, c) for j in range(lo, reach + 1) for c in range(least, most + 1))
+                for d in range(D):
+                    if nxt[d] < 0:
+                        continue
+                    edges.append((state(j, d), e if j == 0 else seq(self.COMMA, e), state(to, nxt[d])))
+        changed = True
+        while changed:  # the states an array can reach (finals no item sequence reaches are left out)
+            changed = False
+            for a, _, b in edges:
+                if a in reached and b not in reached:
+                    reached.add(b)
+                    changed = True
+        finals = tuple(f for f in (state(j, d) for j in range(lo, J + 1) for d in sorted(marks.finals))
+                       if f in reached)
         if not finals:
             return None
-        body = Graph((J + 1) * (K + 1), tuple(edges), 0, finals)
+        body = Graph((J + 1) * D, tuple(edges), 0, finals)
         return self.rule("arr", seq(self.LBRACK, body, self.RBRACK))
 
-    def contains_of(self, nodes: list[SchemaNode], unique: bool, hi: int | None) -> Contains | None:
-        """The array's ``contains`` when the automaton can count it (one ``contains`` whose
-        negation is a schema, no ``uniqueItems`` beside it); any other ``contains`` is left to a
-        check as the array completes (``unsupported``).  None when nothing is to be counted."""
-        with_contains = list({_contains_key(n.schema): n for n in nodes if "contains" in n.schema}.values())
-        if not with_contains:
+    def contains_of(self, nodes: list[SchemaNode], unique: bool) -> ItemMarks | None:
+        """What the array automaton counts for the array's ``contains``: one ``contains`` with its
+        ``minContains`` / ``maxContains``, or up to ``MAX_SOME_ITEMS`` plain ones (each met once),
+        each item matching a ``contains`` or its negation.  Anything else (``uniqueItems`` beside,
+        a subschema without a negation, several counted ones) is left to a check as the array
+        completes (``unsupported``).  None when nothing is to be counted."""
+        found = list({_contains_key(n.schema): n for n in nodes if "contains" in n.schema}.values())
+        counts = []
+        for n in found:
+            s = n.schema
+            least, most = s.get("minContains", 1), s.get("maxContains")
+            if not (isinstance(least, int) and not isinstance(least, bool) and least >= 0) or not (
+                    most is None or isinstance(most, int) and not isinstance(most, bool) and most >= 0):
+                self.unsupported(n, "minContains", "minContains/maxContains must be non-negative integers")
+                return None
+            if most is not None and most < least:
+                self.unsupported(n, "contains", "maxContains below minContains")  # no array: the check says so
+                return None
+            if least or most is not None:  # minContains 0 and no maxContains: any array
+                counts.append((n, least, most))
+        if not counts:
             return None
-        n = with_contains[0]
-        s = n.schema
-        least, most = s.get("minContains", 1), s.get("maxContains")
-        if not (isinstance(least, int) and not isinstance(least, bool) and least >= 0) or not (
-                most is None or isinstance(most, int) and not isinstance(most, bool) and most >= 0):
-            self.unsupported(n, "minContains", "minContains/maxContains must be non-negative integers")
+        if unique:
+            self.unsupported(counts[0][0], "contains", "contains with uniqueItems")
             return None
-        if len(with_contains) > 1 or unique:
-            why = "more than one contains" if len(with_contains) > 1 else "contains with uniqueItems"
-            self.unsupported(n, "contains", why)
+        if len(counts) > 1 and (len(counts) > MAX_SOME_ITEMS or any((lo, hi) != (1, None) for _, lo, hi in counts)):
+            self.unsupported(counts[0][0], "contains", "more contains, or counted ones, than the automaton counts")
             return None
-        if most is not None and most < least:
-            self.unsupported(n, "contains", "maxContains below minContains")  # no array: the check says so
-            return None
-        if least == 0 and most is None:
-            return None  # minContains 0: any array
-        sub = s["contains"]
-        neg = negate(sub, self.local_resolver(n.base, n.ptr + "/contains"), **self.format_kinds())
-        if neg is None:
-            self.unsupported(n, "contains", "its subschema has no negation the automaton holds")
-            return None
-        match = n.child(sub, f"{n.ptr}/contains")
-        miss = match.replaced(self.derived(sub, "contains-miss", lambda: neg) if isinstance(sub, dict) else neg)
-        return Contains(match, miss, least, most)
+        pairs = []
+        for n, _, _ in counts:
+            sub = n.schema["contains"]
+            neg = negate(sub, self.local_resolver(n.base, n.ptr + "/contains"), **self.format_kinds())
+            if neg is None:
+                self.unsupported(n, "contains", "its subschema has no negation the automaton holds")
+                return None
+            match = n.child(sub, f"{n.ptr}/contains")
+            pairs.append((match, match.replaced(self.derived(sub, "contains-miss", lambda: neg)
+                                                if isinstance(sub, dict) else neg)))
+        if len(counts) == 1:
+            return ItemMarks.counted(*pairs[0], counts[0][1], counts[0][2])
+        return ItemMarks.each(pairs)
 
     def unique_item(self, e: Expr) -> Sym:
         """An item of a uniqueItems array the grammar cannot tell apart by itself: a rule of its own,

@@ -61,6 +61,8 @@ CHECKED_AT_VALUE_BOUNDARY = frozenset({
 #: "Some key matches S" (``not: {propertyNames: ...}``) schemas an object automaton counts (one state
 #: bit each); more are checked as the object closes.
 MAX_SOME_KEYS = 4
+#: Plain ``contains`` on one array that its automaton counts (one state bit each).
+MAX_SOME_ITEMS = 4
 
 
 #: Enums with more strings than this lex them with one literal-set terminal (one per string below).

@@ -226,6 +226,8 @@ CONTAINS = [
      "contains": {"type": "boolean"}, "maxContains": 1},
     {"$schema": "http://json-schema.org/draft-07/schema#", "contains": {"type": "string"}, "minContains": 0},
     {"contains": {"type": "integer", "maximum": 0}, "minItems": 2},
+    {"maxItems": 3, "allOf": [{"contains": {"type": "string"}}, {"contains": {"type": "integer"}},
+                              {"contains": {"const": None}}]},
 ]
 
 
@@ -344,12 +346,12 @@ def test_not_items_is_an_array_that_contains(comp):
 
 
 def test_contains_the_automaton_cannot_count_is_checked(comp):
-    """A ``contains`` whose subschema has no negation (``multipleOf`` past the automaton, two
-    ``contains`` in one conjunction) is validated as the array completes."""
-    schema = {"allOf": [{"contains": {"type": "string"}}, {"contains": {"type": "integer"}}]}
+    """``contains`` the automaton does not count (a counted one beside another, one beside
+    ``uniqueItems``, one whose subschema has no negation) is validated as the array completes."""
+    schema = {"allOf": [{"contains": {"type": "string"}, "maxContains": 1}, {"contains": {"type": "integer"}}]}
     g = comp.compile_json_schema(schema)
     assert g.checks
-    for v, ok in (([1, "a"], True), (["a"], False), ([1], False)):
+    for v, ok in (([1, "a"], True), (["a"], False), ([1], False), ([1, "a", "b"], False)):
         m = Matcher(g)
         assert (m.accept_string(json.dumps(v)) and m.is_accepting()) == ok, v
 
