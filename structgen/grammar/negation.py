@@ -12,8 +12,10 @@ the same to jsonschema as the original, and candidate values can still be
 validated against it.
 
 ``items`` (every item) and ``contains`` (some item) are each other's
-complements, and ``propertyNames`` whose negation is a few strings is "one of
-these keys is present".  Keywords whose complement needs an existential over keys or a
+complements, ``propertyNames`` whose negation is a few strings is "one of
+these keys is present", and ``patternProperties`` whose values are all false is
+"some key matches one of them" (``not: {propertyNames: ...}``, which the object
+automaton counts).  Keywords whose complement needs an existential over keys or a
 relation between items (``additionalProperties``, ``uniqueItems``, ...),
 ``items`` beside ``prefixItems``, counted ``contains`` and ``format`` are not negated: :func:`negate` returns None and
 the caller reports the keyword as unsupported.
@@ -211,6 +213,15 @@ def negate(schema: Any, resolve: Callable[[str], Any | None], depth: int = 0,
             return None
         parts.append({"type": "array", "items": n})
         handled.add("contains")
+    if "patternProperties" in s and "additionalProperties" not in s:
+        pats = s["patternProperties"]  # every value false: no key matches them -> some key does
+        if not isinstance(pats, dict) or any(v is not False for v in pats.values()):
+            return None
+        if pats:
+            some = [{"pattern": p} for p in pats]
+            parts.append({"type": "object", "not": {"propertyNames": {"not": some[0] if len(some) == 1
+                                                                      else {"anyOf": some}}}})
+        handled.add("patternProperties")
     if "propertyNames" in s:
         keys = _strings_of(neg(s["propertyNames"]))  # some key fails propertyNames: one of these keys
         if keys is None:

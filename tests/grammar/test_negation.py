@@ -31,6 +31,7 @@ SCHEMAS = [
     {"propertyNames": {"not": {"enum": ["a", "b", 3]}}},
     {"patternProperties": {"a": False}, "additionalProperties": False},
     {"items": {"properties": {"b": False}, "additionalProperties": False}},
+    {"patternProperties": {"^a": False, "b$": False}},
 ]
 
 

@@ -310,6 +310,23 @@ def test_keys_that_must_match_are_counted_by_the_object_automaton(comp, order):
     assert m.accept_string('{"') and not m.copy().accept_string('xy"')
 
 
+def test_not_of_pattern_properties_that_forbid_keys_is_some_key(comp):
+    """``not: {patternProperties: {P: false}}`` is "some key matches P": two of them over at most two
+    keys leave no room for a key that matches neither, from its first byte."""
+    schema = {"type": "object", "patternProperties": {"^[0-9]$": {"type": "array"}}, "additionalProperties": False,
+              "maxProperties": 2, "not": {"anyOf": [{"patternProperties": {"^(1|3)$": False}},
+                                                    {"patternProperties": {"^(2|4)$": False}}]}}
+    g = comp.compile_json_schema(schema, property_order="any")
+    assert not g.checks
+    validator = jsonschema.Draft202012Validator(schema)
+    for a in "012345":
+        for v in ({a: []}, *({a: [], b: []} for b in "012345" if b != a), {a: 1}):
+            m = Matcher(g)
+            assert (m.accept_string(json.dumps(v)) and m.is_accepting()) == validator.is_valid(v), v
+    m = Matcher(g)
+    assert m.accept_string('{"') and not m.copy().accept_string('5"') and m.accept_string('3": [], "4": []}')
+
+
 def test_the_one_key_that_must_match_is_steered_from_its_first_byte(comp):
     """The dead end a check at ``}`` left: a wrong first letter of the one key.  Now it is refused."""
     m = Matcher(comp.compile_json_schema(ONE_KEY))
