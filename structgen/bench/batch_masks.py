@@ -173,45 +173,56 @@ class _XGrammar(_Peer):
         b.batch_fill_next_token_bitmask(ms, self.torch.from_numpy(bitmask))
 
 
+_PEER_CLASSES = {"llguidance": _LLGuidance, "xgrammar": _XGrammar}
+
+
 def _peer(name: str, hf_tokenizer: Any):
-    if name == "llguidance":
-        return _LLGuidance(hf_tokenizer)
-    if name == "xgrammar":
-        return _XGrammar(hf_tokenizer)
-    raise ValueError(f"unknown batch-masks peer {name!r} (known: {', '.join(PEERS)})")
+    if name not in _PEER_CLASSES:
+        raise ValueError(f"unknown batch-masks peer {name!r} (known: {', '.join(PEERS)})")
+    return _PEER_CLASSES[name](hf_tokenizer)
+
+
+def _cold_then_warm(prepare: Callable[[], tuple], fill: Callable, repeats: int,
+                    check: Callable | None = None) -> dict:
+    """Median times of a cold fill (right after ``prepare()``) and of the warm one after it, in ms;
+    ``prepare`` returns the matchers and the bitmask, ``fill(matchers, bitmask)`` fills it, and
+    ``check(bitmask)``, untimed, looks at the rows filled."""
+    cold, warm = [], []
+    for _ in range(repeats):
+        ms, bm = prepare()
+        for times in (cold, warm):
+            t0 = time.perf_counter()
+            fill(ms, bm)
+            times.append(time.perf_counter() - t0)
+        if check is not None:
+            check(bm)
+    return {"cold_ms": 1e3 * statistics.median(cold), "warm_ms": 1e3 * statistics.median(warm)}
 
 
 def _time_structgen(matchers, words: int, n: int, repeats: int, ref: dict) -> dict:
     from ..engine.batch_masks import fill_next_token_bitmasks
 
-    cold, warm = [], []
-    for _ in range(repeats):
-        bm = np.zeros((len(matchers), words), dtype=np.int32)
+    def prepare():
         _clear_caches(matchers)
-        t0 = time.perf_counter()
-        fill_next_token_bitmasks(matchers, bm, threads=n)
-        cold.append(time.perf_counter() - t0)
-        t0 = time.perf_counter()
-        fill_next_token_bitmasks(matchers, bm, threads=n)
-        warm.append(time.perf_counter() - t0)
-        seen = ref.setdefault(len(matchers), bm.copy())
-        if not np.array_equal(seen, bm):
+        return matchers, np.zeros((len(matchers), words), dtype=np.int32)
+
+    def same_rows(bm):
+        if not np.array_equal(ref.setdefault(len(matchers), bm.copy()), bm):
             raise AssertionError(f"rows filled with {n} threads differ from those filled first")
-    return {"cold_ms": 1e3 * statistics.median(cold), "warm_ms": 1e3 * statistics.median(warm)}
+
+    return _cold_then_warm(prepare, lambda ms, bm: fill_next_token_bitmasks(ms, bm, threads=n), repeats, same_rows)
 
 
 def _time_peer(peer, schemas, walks, words: int, n: int, repeats: int) -> dict:
-    cold, warm, whole = [], [], 0
-    for _ in range(repeats):
-        ms, whole = peer.build(schemas, walks)
-        bm = np.zeros((len(ms), words), dtype=np.int32)
-        t0 = time.perf_counter()
-        peer.run(ms, bm, n)
-        cold.append(time.perf_counter() - t0)
-        t0 = time.perf_counter()
-        peer.run(ms, bm, n)
-        warm.append(time.perf_counter() - t0)
-    return {"cold_ms": 1e3 * statistics.median(cold), "warm_ms": 1e3 * statistics.median(warm), "whole": whole}
+    whole = []
+
+    def prepare():
+        ms, taken = peer.build(schemas, walks)
+        whole.append(taken)
+        return ms, np.zeros((len(ms), words), dtype=np.int32)
+
+    out = _cold_then_warm(prepare, lambda ms, bm: peer.run(ms, bm, n), repeats)
+    return {**out, "whole": whole[-1]}
 
 
 def run_batch_masks_bench(*, rows: list[int] | int = 64, threads: list[int] | None = None, repeats: int = 5,

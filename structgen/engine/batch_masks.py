@@ -6,8 +6,8 @@ release the GIL (``nogil=True``), so rows of different grammars are computed on 
 once.  Measured on MaskBench states (``structgen bench batch-masks``, 2 cores): a row costs ~60 µs
 cold and ~3.4 µs warm; the ``nogil`` walks are 23% of a cold fill and the rest is Python under the
 GIL, so two threads were *slower* than one (0.41x cold, 0.34x warm at 64 rows), while one thread
-already fills faster than llguidance's parallel fill on two.  The pool therefore runs only when asked (``threads=`` or
-``STRUCTGEN_MASK_THREADS``); it pays where rows are long uncached walks (large vocabularies, hard
+already fills faster than llguidance's parallel fill on two.  The pool therefore runs only when
+asked (``threads=`` or ``STRUCTGEN_MASK_THREADS``); it pays where rows are long uncached walks (large vocabularies, hard
 states) on many cores.  Below ``MIN_ROWS_PER_THREAD`` rows a thread, rows are filled in the
 calling thread.
 """

@@ -17,8 +17,9 @@ these keys is present", and ``patternProperties`` whose values are all false is
 "some key matches one of them" (``not: {propertyNames: ...}``, which the object
 automaton counts).  Keywords whose complement needs an existential over keys or a
 relation between items (``additionalProperties``, ``uniqueItems``, ...),
-``items`` beside ``prefixItems``, counted ``contains`` and ``format`` are not negated: :func:`negate` returns None and
-the caller reports the keyword as unsupported.
+``items`` beside ``prefixItems``, counted ``contains`` and ``format`` are not
+negated: :func:`negate` returns None and the caller reports the keyword as
+unsupported.
 """
 from __future__ import annotations
 
@@ -80,8 +81,7 @@ def _strings_of(schema: Any) -> list | None:
     vals = [schema["const"]] if "const" in schema else schema.get("enum")
     if not isinstance(vals, list):
         return None
-    strs = list(dict.fromkeys(v for v in vals if isinstance(v, str)))
-    return strs
+    return list(dict.fromkeys(v for v in vals if isinstance(v, str)))
 
 
 def _any_of(parts: list) -> Any:

@@ -196,7 +196,7 @@ class ArraysMixin:
         pairs = []
         for n, _, _ in counts:
             sub = n.schema["contains"]
-            neg = negate(sub, self.local_resolver(n.base, n.ptr + "/contains"), **self.format_kinds())
+            neg = negate(sub, self.local_resolver(n.base, n.ptr + "/contains"), **self.negation_options(n.own_draft))
             if neg is None:
                 self.unsupported(n, "contains", "its subschema has no negation the automaton holds")
                 return None

@@ -73,7 +73,7 @@ class FiniteValuesMixin:
             if self.opts.property_order == "any" and len(members) > 1:
                 # the same object with its members in any order (JSON objects are unordered); past
                 # the any-order automaton's size the value's own order is kept
-                e = self.any_order_members(members, None, set(v), [], [], len(v), len(v))
+                e = self.any_order_members(members, [], set(v), [], [], len(v), len(v))
                 if e is not NOT_FINITE and e is not None:
                     return self.rule("obj", seq(self.LBRACE, e, self.RBRACE))
             parts: list[Expr] = [self.LBRACE]

@@ -156,7 +156,7 @@ class LogicMixin:
             extra = []
             if "not" in s:
                 if needs_not:
-                    neg = negate(s["not"], resolve, **self.format_kinds(), with_contains=draft != 4)
+                    neg = negate(s["not"], resolve, **self.negation_options(draft))
                     if neg is None:
                         return None
                     extra.append(neg)
@@ -165,7 +165,7 @@ class LogicMixin:
             if "if" in s:
                 if needs_if:
                     cond = s["if"]
-                    ncond = negate(cond, resolve, **self.format_kinds(), with_contains=draft != 4)
+                    ncond = negate(cond, resolve, **self.negation_options(draft))
                     if ncond is None:
                         return None
                     extra.append({"anyOf": [{"allOf": [cond, s.get("then", True)]},
@@ -173,6 +173,11 @@ class LogicMixin:
             return {**rest, "allOf": extra} if extra else rest
 
         return self.derived(s, "logic", build)
+
+    def negation_options(self, draft: int | None) -> dict:
+        """:func:`negate`'s options for a schema of ``draft``: the formats this compile asserts, and
+        whether the draft has ``contains`` (draft-04 has not, so ``items`` cannot be negated there)."""
+        return {**self.format_kinds(), "with_contains": draft != 4}
 
     def format_kinds(self) -> dict:
         """Which formats this compile asserts (and which it refuses), for negation."""
@@ -319,7 +324,7 @@ class LogicMixin:
                     if all(self.signatures_disjoint(rs[a], rs[b]) for a in range(len(rs)) for b in range(a + 1, len(rs))):
                         out += [{"allOf": only + [branches[i]]} for i in live]
                         continue
-                negs = {i: negate(branches[i], resolve, **self.format_kinds(), with_contains=n.own_draft != 4) for i in live if i not in alls}
+                negs = {i: negate(branches[i], resolve, **self.negation_options(n.own_draft)) for i in live if i not in alls}
                 if any(v is None for v in negs.values()):
                     return None
                 if alls:  # one branch takes every value of the type: exactly those the others reject

@@ -7,6 +7,7 @@ from ...errors import SchemaError, UnsupportedFeature
 from ...automata.fsa import difference, intersect
 from ..ir import Expr
 from ..numbers import number_dfa
+from ..regex import compile_regex
 from .json_values import number_spellings, tighten
 from .limits import ANNOTATIONS
 from .refs import SchemaNode, integer_fraction
@@ -62,8 +63,6 @@ class NumbersMixin:
                 except UnsupportedFeature as e:
                     self.unsupported(n, "multipleOf", str(e).split(": ", 1)[-1])
         if non_integer:  # "not": {"type": "integer"}: numbers with a non-zero fraction (no exponent forms)
-            from ..regex import compile_regex
-
             d = intersect(d, compile_regex(r"-?(0|[1-9][0-9]*)\.[0-9]*[1-9][0-9]*"))
         not_mults = [(n.schema["not"]["multipleOf"], n) for n in nodes
                      if isinstance(n.schema.get("not"), dict) and "multipleOf" in n.schema["not"]
@@ -76,13 +75,9 @@ class NumbersMixin:
             except UnsupportedFeature as e:  # the non-multiples stay in: checked as the value completes
                 self.unsupported(n, "not", str(e).split(": ", 1)[-1])
                 continue
-            from ..regex import compile_regex
-
             d = difference(intersect(d, compile_regex(POSITIONAL_NUMBER)), multiples)
         ex = tuple(v for v in excluded if isinstance(v, (int, float)) and not isinstance(v, bool))
         if ex:  # "not": {"const"/"enum"}: positional spellings only, so each value's spellings form a regular set
-            from ..regex import compile_regex
-
             d = intersect(d, compile_regex(POSITIONAL_NUMBER))
             d = difference(d, compile_regex("|".join(number_spellings(v) for v in ex)))
         if d.is_empty():

@@ -16,7 +16,8 @@ from ..presence import eval_presence, presence_keys
 from ..regex import python_regex
 from .checks import KeySetCheck
 from .json_values import NOT_FINITE, check_pattern, pattern_search, tighten_counts
-from .limits import ANNOTATIONS, ANY_ORDER_MAX_TRACKED, MAX_SOME_KEYS, ANY_ORDER_TRACK_ALL, MAX_GRAPH_STATES, MAX_PATTERN_PROPERTIES
+from .limits import (ANNOTATIONS, ANY_ORDER_MAX_TRACKED, ANY_ORDER_TRACK_ALL, MAX_GRAPH_STATES,
+                     MAX_PATTERN_PROPERTIES, MAX_SOME_KEYS)
 from .refs import SchemaNode, escape_pointer
 
 
@@ -56,22 +57,6 @@ class ObjectsMixin:
         finally:
             self._combinator_depth = saved
 
-    def one_key_named(self, n: SchemaNode, nodes: list[SchemaNode]) -> SchemaNode | None:
-        """``not: {propertyNames: S}`` ("some key fails S") where the conjunction allows at most one
-        key: that key must match S's negation, a key schema the automaton holds (so a check at ``}``
-        no longer lets a wrong key doom the object before its value).  None where it does not apply."""
-        maxp = None
-        for x in nodes:
-            maxp = tighten_counts(x.schema, x, 0, maxp, "minProperties", "maxProperties")[1]
-        if maxp is None or maxp > 1:
-            return None
-        ptr = f"{n.ptr}/not/propertyNames"
-        names = n.schema["not"]["propertyNames"]
-        neg = negate(names, self.local_resolver(n.base, ptr), **self.format_kinds(), with_contains=n.own_draft != 4)
-        if neg is None:
-            return None
-        return n.child(self.derived(names, "some-key", lambda: neg) if isinstance(names, dict) else neg, ptr)
-
     def object_body(self, nodes: list[SchemaNode]) -> Expr | None:
         minp, maxp = 0, None
         order: list[str] = []
@@ -94,14 +79,17 @@ class ObjectsMixin:
             minp, maxp = tighten_counts(s, n, minp, maxp, "minProperties", "maxProperties")
             if "propertyNames" in s:
                 names_nodes.append(n.child(s["propertyNames"], f"{n.ptr}/propertyNames"))
-            some = s.get("not")
-            if isinstance(some, dict) and {k for k in some if k not in ANNOTATIONS} == {"propertyNames"}:
-                key = self.one_key_named(n, nodes)
-                if key is not None:  # the one key there may be must match it, and there must be one
-                    names_nodes.append(key)
-                    minp = max(minp, 1)
-                else:
-                    some_keys.append(n)
+            negated = s.get("not")
+            if isinstance(negated, dict) and {k for k in negated if k not in ANNOTATIONS} == {"propertyNames"}:
+                some_keys.append(n)
+        some = [self.some_key_schema(n) for n in some_keys]
+        if some_keys and maxp is not None and maxp <= 1 and None not in some:
+            # at most one key: it must match every "some key" schema, and there must be one
+            names_nodes += some
+            minp, some_keys, some = max(minp, 1), [], []
+        elif None in some or len(some) > MAX_SOME_KEYS:
+            self.unsupported(some_keys[0], "not", "keys that must match beyond what the automaton counts")
+            some = []
         for k in sorted(required - in_order):
             order.append(k)
         presence = [p for n in nodes for p in n.schema.get("__presence__", [])]
@@ -146,13 +134,10 @@ class ObjectsMixin:
             if e is not None:
                 key_sym = self.term(("key", k), literal_strings([k]), "KEY")
                 members.append((k, seq(key_sym, self.COLON, e)))
-        some = self.some_key_schemas(some_keys)
-        if some is None:
-            some = []
-            self.unsupported(some_keys[0], "not", "more keys that must match than the automaton counts")
         full = (1 << len(some)) - 1  # every "some key matches" met
         marks = {k: sum(1 << j for j, x in enumerate(some) if self.valid_under(k, [x])) for k, _ in members}
-        # undefined members, one alternative per set of "some key" schemas their keys match
+        # undefined members, one alternative per set of "some key" schemas their keys match (one set
+        # when there are none)
         adds = [(x, e) for x, e in ((x, self.additional_members(nodes, order, names_nodes + self.key_classes(some, x)))
                                     for x in range(full + 1)) if e is not None]
         add_member = alt(*[e for _, e in adds]) if adds else None
@@ -163,8 +148,7 @@ class ObjectsMixin:
             family = self.ir.key_families.setdefault(other_key.name, set())
             family.update(self._terms[("key", k)].name for k, _ in members)
         if self.opts.property_order == "any":
-            e = self.any_order_members(members, adds if some else add_member, required, tracked, presence, minp,
-                                       maxp, marks, full)
+            e = self.any_order_members(members, adds, required, tracked, presence, minp, maxp, marks, full)
             if e is NOT_FINITE:
                 if some:
                     self.unsupported(some_keys[0], "not", "too many keys to track beside the keys that must match")
@@ -199,7 +183,7 @@ class ObjectsMixin:
                         nc = min(c + 1, C)
                         edges.append((sid(i, c, p, x), e if c == 0 else seq(self.COMMA, e),
                                       sid(i + 1, nc, p | kb, x | mk)))
-        for mk, add in (adds if some else [(0, add_member)] if add_member is not None else []):
+        for mk, add in adds:
             for c in range(C + 1):
                 if maxp is not None and c >= maxp:
                     continue
@@ -215,20 +199,15 @@ class ObjectsMixin:
         body = Graph((n_def + 1) * (C + 1) * PB * XB, tuple(edges), sid(0, 0), finals)
         return self.rule("obj", seq(self.LBRACE, body, self.RBRACE))
 
-    def some_key_schemas(self, some_keys: list[SchemaNode]) -> list[SchemaNode] | None:
-        """The key schemas of ``not: {propertyNames: S}`` (S's negation: some key must match it), for
-        the object automaton to count which are met; None when there are more than it counts or one
-        has no negation (the object is then checked as it closes)."""
-        out = []
-        for n in some_keys:
-            ptr = f"{n.ptr}/not/propertyNames"
-            names = n.schema["not"]["propertyNames"]
-            neg = negate(names, self.local_resolver(n.base, ptr), **self.format_kinds(),
-                         with_contains=n.own_draft != 4)
-            if neg is None:
-                return None
-            out.append(n.child(self.derived(names, "some-key", lambda: neg) if isinstance(names, dict) else neg, ptr))
-        return out if len(out) <= MAX_SOME_KEYS else None
+    def some_key_schema(self, n: SchemaNode) -> SchemaNode | None:
+        """The key schema of ``not: {propertyNames: S}``: S's negation, which some key must match;
+        None when S has none (the object is then checked as it closes)."""
+        ptr = f"{n.ptr}/not/propertyNames"
+        names = n.schema["not"]["propertyNames"]
+        neg = negate(names, self.local_resolver(n.base, ptr), **self.negation_options(n.own_draft))
+        if neg is None:
+            return None
+        return n.child(self.derived(names, "some-key", lambda: neg) if isinstance(names, dict) else neg, ptr)
 
     def key_classes(self, some: list[SchemaNode], x: int) -> list[SchemaNode]:
         """Key schemas of the keys that match exactly the ``some`` schemas of bit set ``x``."""
@@ -236,12 +215,13 @@ class ObjectsMixin:
         for j, n in enumerate(some):
             if x >> j & 1:
                 out.append(n)
+            elif isinstance(n.schema, bool):
+                out.append(n.replaced(not n.schema))
             else:
-                out.append(n.replaced(self.derived(n.schema if isinstance(n.schema, dict) else {"const": n.schema},
-                                                   "not-key", lambda: {"not": n.schema})))
+                out.append(n.replaced(self.derived(n.schema, "not-key", lambda: {"not": n.schema})))
         return out
 
-    def any_order_members(self, members: list, add_member, required: set, tracked: list, presence: list,
+    def any_order_members(self, members: list, adds: list, required: set, tracked: list, presence: list,
                           minp: int, maxp: int | None, marks: dict | None = None, full: int = 0):
         """Members in any order: the automaton tracks which keys were seen (all of them when
         there are few, else the required and presence-tested ones, letting other optional keys
@@ -256,7 +236,7 @@ class ObjectsMixin:
         bit = {k: 1 << j for j, k in enumerate(watched)}
         S = 1 << len(watched)
         C = maxp if maxp is not None else max(minp, 1)
-        XB = full + 1  # which "some key matches" schemas were met (see some_key_schemas)
+        XB = full + 1  # which "some key matches" schemas were met (see some_key_schema)
         if S * (C + 1) * XB > MAX_GRAPH_STATES:
             return NOT_FINITE
         marks = marks or {}
@@ -268,8 +248,7 @@ class ObjectsMixin:
         # members: the rule automaton stays deterministic on its first symbol, small to build.  The
         # members that change no tracked bit are one rule of their own, one edge per state: a
         # 40-property object with 6 tracked keys is 128 states of 7 edges, not of 41
-        # add_member: one expression, or (marks, expression) pairs when keys must match (see object_body)
-        adds = add_member if isinstance(add_member, list) else [(0, add_member)] if add_member is not None else []
+        # adds: (marks, undefined members) pairs, one per class of the key space (see object_body)
         free: dict[int, list] = {}  # untracked members by the "some key" marks they set
         for k, e in members:
             if k not in bit:
