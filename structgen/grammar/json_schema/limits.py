@@ -47,8 +47,8 @@ ANNOTATIONS = frozenset({
 
 #: Keywords no automaton holds once they reach the per-type compilers (after ``allOf``/``$ref``
 #: flattening, presence extraction -- which compiles ``dependentRequired``, array-form
-#: ``dependencies`` and ``required`` inside combinators exactly -- and the ``not``/``if`` rewrite
-#: through negation): the value holding one is validated when it completes (a check at the value
+#: ``dependencies`` and ``required`` inside combinators exactly -- the ``not``/``if`` rewrite
+#: through negation, and schema-form dependencies as branches): the value holding one is validated when it completes (a check at the value
 #: boundary), or, outside any value (``lenient=False`` and no check possible), refused.
 #: ``uniqueItems`` and ``contains`` are not here: the array compiler handles them, and leaves to a
 #: check the cases it cannot count (see ``arrays``).

@@ -62,6 +62,22 @@ def presence_ast(x):
     return ("all", parts) if len(parts) != 1 else parts[0]
 
 
+def schema_dependencies(s: dict) -> list[tuple[str, str, dict]]:
+    """The entries of ``dependencies`` / ``dependentSchemas`` whose schema tests more than which
+    keys are present (those the presence predicates cannot hold): ``(keyword, key, schema)``."""
+    return [(kw, key, sub) for kw in ("dependencies", "dependentSchemas") if isinstance(s.get(kw), dict)
+            for key, sub in s[kw].items() if isinstance(sub, dict) and not presence_only(sub)]
+
+
+def dependency_branches(key: str, sub: dict) -> dict:
+    """``dependencies: {key: sub}`` as three disjoint branches -- not an object, an object without
+    ``key``, an object with ``key`` that meets ``sub`` -- so that the automata hold it (each branch
+    compiles like any anyOf branch) instead of a check when the object closes, where a wrong key or
+    value read long before has already doomed the object."""
+    return {"anyOf": [{"not": {"type": "object"}}, {"not": {"required": [key]}},
+                      {"type": "object", "required": [key], "allOf": [sub]}]}
+
+
 def types_disjoint(a: dict, b: dict) -> bool:
     if not (a["types"] & b["types"]):
         return True
@@ -143,33 +159,46 @@ class LogicMixin:
 
     def rewrite_logic(self, s: dict, base: str, ptr: str, draft: int | None = None) -> dict | None:
         """``not`` of a compound schema and ``if``/``then``/``else`` as conjunctions and
-        disjunctions of negatable parts (structgen.grammar.negation); None when there is
+        disjunctions of negatable parts (structgen.grammar.negation), and schema-form
+        dependencies as disjunctions (see :func:`dependency_branches`); None when there is
         nothing to rewrite or the negation cannot be expressed (reported later)."""
         needs_not = "not" in s and not is_simple_not(s["not"]) and not presence_only(s["not"])
         needs_if = "if" in s and ("then" in s or "else" in s)
-        if not (needs_not or needs_if):
+        schema_deps = schema_dependencies(s)
+        if not (needs_not or needs_if or schema_deps):
             return None
 
         def build():
             resolve = self.local_resolver(base, ptr)
             rest = {k: v for k, v in s.items() if k not in ("not", "if", "then", "else")}
-            extra = []
+            rewritten = {(kw, key) for kw, key, _ in schema_deps}
+            for kw in {kw for kw, _ in rewritten}:
+                left = {k: v for k, v in s[kw].items() if (kw, k) not in rewritten}
+                if left:
+                    rest[kw] = left
+                else:
+                    del rest[kw]
+            extra = [dependency_branches(key, sub) for _, key, sub in schema_deps]
+            # a part that cannot be negated stays as written (a check, reported later); with
+            # nothing else rewritten there is nothing to return
             if "not" in s:
-                if needs_not:
-                    neg = negate(s["not"], resolve, **self.negation_options(draft))
-                    if neg is None:
-                        return None
+                neg = negate(s["not"], resolve, **self.negation_options(draft)) if needs_not else None
+                if neg is not None:
                     extra.append(neg)
+                elif needs_not and not schema_deps:
+                    return None
                 else:
                     rest["not"] = s["not"]
-            if "if" in s:
-                if needs_if:
-                    cond = s["if"]
-                    ncond = negate(cond, resolve, **self.negation_options(draft))
-                    if ncond is None:
-                        return None
+            if needs_if:
+                cond = s["if"]
+                ncond = negate(cond, resolve, **self.negation_options(draft))
+                if ncond is not None:
                     extra.append({"anyOf": [{"allOf": [cond, s.get("then", True)]},
                                             {"allOf": [ncond, s.get("else", True)]}]})
+                elif not schema_deps:
+                    return None
+                else:
+                    rest.update({k: s[k] for k in ("if", "then", "else") if k in s})
             return {**rest, "allOf": extra} if extra else rest
 
         return self.derived(s, "logic", build)
