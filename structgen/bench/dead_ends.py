@@ -30,7 +30,7 @@ from typing import Any
 
 from .fuzz import mask_ids
 
-__all__ = ["run_dead_ends", "format_dead_ends", "CHECK_KEYWORDS"]
+__all__ = ["run_dead_ends", "format_dead_ends", "CHECK_KEYWORDS", "check_heavy_rows", "compiles_with_checks"]
 
 CHECK_KEYWORDS = ("uniqueItems", "oneOf", "dependentSchemas", "dependencies", "not", "contains")
 
@@ -45,14 +45,27 @@ def _unique_schemas() -> list[tuple[str, Any]]:
     return out
 
 
-def _maskbench_schemas(rng: random.Random) -> list[tuple[str, Any]]:
+def check_heavy_rows(rng: random.Random, max_schema_chars: int | None = None) -> list[dict]:
+    """MaskBench dev rows that name a keyword structgen may check at value boundaries (at most
+    ``max_schema_chars`` of JSON when given), shuffled by ``rng``."""
     from .fuzz_cases import load_maskbench_rows
     from .maskbench import default_data_path
 
     rows = [r for r in load_maskbench_rows(default_data_path())
-            if any(k in json.dumps(r["schema"]) for k in CHECK_KEYWORDS)]
+            if any(k in json.dumps(r["schema"]) for k in CHECK_KEYWORDS)
+            and (max_schema_chars is None or len(json.dumps(r["schema"])) <= max_schema_chars)]
     rng.shuffle(rows)
-    return [(r["id"], r["schema"]) for r in rows]
+    return rows
+
+
+def compiles_with_checks(comp, schema) -> bool:
+    """Whether ``schema`` compiles and its grammar keeps checks at value boundaries."""
+    from ..errors import StructgenError
+
+    try:
+        return bool(comp.compile_json_schema(schema).checks)
+    except StructgenError:
+        return False
 
 
 def _walk(m, info, eos: set, rng: random.Random, max_steps: int, steer_after: int, no_backslash: bool) -> str:
@@ -134,7 +147,6 @@ def run_dead_ends(*, corpus: str = "maskbench", schemas: int = 40, walks: int = 
 
     from ..compiler import GrammarCompiler
     from ..engine.matcher import Matcher
-    from ..errors import StructgenError
     from ..tokenizer import load_tokenizer_info
 
     if sampler not in ("uniform", "model"):
@@ -148,7 +160,7 @@ def run_dead_ends(*, corpus: str = "maskbench", schemas: int = 40, walks: int = 
     info = load_tokenizer_info(tokenizer)
     eos = set(info.eos_ids)
     comp = GrammarCompiler(info, cache_size=4, compile_timeout=20)
-    pool = _unique_schemas() if corpus == "unique" else _maskbench_schemas(rng)
+    pool = _unique_schemas() if corpus == "unique" else [(r["id"], r["schema"]) for r in check_heavy_rows(rng)]
     counts = {"schemas": 0, "walks": 0, "done": 0, "cut": 0, "budget": 0, "dead": 0, "refused": 0, "invalid": 0,
               "other": 0}
     dead: list[dict] = []
@@ -159,12 +171,9 @@ def run_dead_ends(*, corpus: str = "maskbench", schemas: int = 40, walks: int = 
             break
         if model is not None and len(json.dumps(schema)) > max_schema_chars:
             continue  # the prompt carries the schema: keep prefills short
-        try:
-            g = comp.compile_json_schema(schema)
-        except StructgenError:
+        if not compiles_with_checks(comp, schema):
             continue
-        if not g.checks:
-            continue
+        g = comp.compile_json_schema(schema)  # the compiler's cache holds it
         counts["schemas"] += 1
         bar.update(1)
         for w in range(walks):

@@ -325,31 +325,40 @@ def hypothesis_instances(schema: Any, *, seed: int, n: int = 5, budget_s: float 
     class _OutOfTime(Exception):
         pass
 
+    armed = [True]
+
     def _alarm(signum, frame):
-        raise _OutOfTime
+        if armed[0]:
+            raise _OutOfTime
 
     timed = threading.current_thread() is threading.main_thread()
     if timed:
         previous = signal.signal(signal.SIGALRM, _alarm)
-        signal.setitimer(signal.ITIMER_REAL, budget_s)
+        # past the budget the alarm fires again every 0.25 s: hypothesis may catch the first one (as the
+        # example's failure, which it then replays), and a one-shot alarm would leave it running unbounded
+        signal.setitimer(signal.ITIMER_REAL, budget_s, 0.25)
     try:
-        @hseed(seed)
-        @settings(max_examples=n, database=None, deadline=None, phases=[Phase.generate],
-                  suppress_health_check=list(HealthCheck))
-        # a copy: hypothesis-jsonschema rewrites the schema it is given in place (it merged a draft-04
-        # $ref's ignored siblings into the reference, and jsonschema then judged the case by that)
-        @given(from_schema(copy.deepcopy(schema)))
-        def draw(value: Any) -> None:
-            drawn.append(value)
+        try:
+            @hseed(seed)
+            @settings(max_examples=n, database=None, deadline=None, phases=[Phase.generate],
+                      suppress_health_check=list(HealthCheck))
+            # a copy: hypothesis-jsonschema rewrites the schema it is given in place (it merged a draft-04
+            # $ref's ignored siblings into the reference, and jsonschema then judged the case by that)
+            @given(from_schema(copy.deepcopy(schema)))
+            def draw(value: Any) -> None:
+                drawn.append(value)
 
-        draw()
+            draw()
+        finally:  # disarmed before anything else: a late alarm lands in the except below, not the caller
+            armed[0] = False
+            if timed:
+                signal.setitimer(signal.ITIMER_REAL, 0)
     except _OutOfTime:
         pass
     except Exception:  # noqa: BLE001 - hypothesis-jsonschema refuses or trips on the schema: no instances
         pass
     finally:
         if timed:
-            signal.setitimer(signal.ITIMER_REAL, 0)
             signal.signal(signal.SIGALRM, previous)
     return drawn[:n]
 

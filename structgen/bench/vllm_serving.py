@@ -126,29 +126,16 @@ def check_cases(n: int, samples: int, seed: int = 0, max_schema_chars: int = 300
     """``n`` MaskBench dev schemas (shuffled by ``seed``) that name a keyword structgen checks at value
     boundaries and whose grammar has such checks, each ``samples`` times (cases ``{"id", "dataset",
     "schema", "seed"}``, ``seed`` numbering the repeats)."""
+    import itertools
     import random
 
     from ..compiler import GrammarCompiler
-    from ..errors import StructgenError
     from ..tokenizer import load_tokenizer_info
-    from .dead_ends import CHECK_KEYWORDS
-    from .fuzz_cases import load_maskbench_rows
-    from .maskbench import default_data_path
+    from .dead_ends import check_heavy_rows, compiles_with_checks
 
-    rows = [r for r in load_maskbench_rows(default_data_path())
-            if any(k in json.dumps(r["schema"]) for k in CHECK_KEYWORDS) and len(json.dumps(r["schema"])) <= max_schema_chars]
-    random.Random(seed).shuffle(rows)
     comp = GrammarCompiler(load_tokenizer_info("smollm2"), cache_size=4, compile_timeout=20)
-    picked = []
-    for r in rows:
-        try:
-            if not comp.compile_json_schema(r["schema"]).checks:
-                continue
-        except StructgenError:
-            continue
-        picked.append(r)
-        if len(picked) == n:
-            break
+    picked = list(itertools.islice((r for r in check_heavy_rows(random.Random(seed), max_schema_chars)
+                                    if compiles_with_checks(comp, r["schema"])), n))
     return [{"id": f"{r['id']}#{k}", "dataset": "maskbench-checks", "schema": r["schema"], "seed": k}
             for k in range(samples) for r in picked]
 

@@ -96,3 +96,31 @@ def test_an_enum_number_in_any_positional_spelling(checker):
                                  {"not": False}]},
             "instances": [{"foo": "bar"}]}
     assert check_case(case, checker)["status"] == "ok"
+
+
+def test_drawing_instances_stops_even_when_the_first_alarm_is_swallowed(monkeypatch):
+    """The fuzz campaign's one unreproduced hang printed the harness's own time-out alarm escaping from
+    inside hypothesis: a one-shot alarm that hypothesis (or a strategy) catches leaves the draw
+    unbounded.  Past its budget the alarm fires again until the draw gives up."""
+    import time
+
+    import pytest
+
+    pytest.importorskip("hypothesis_jsonschema")
+    import hypothesis.strategies as st
+    import hypothesis_jsonschema
+
+    def slow_value():
+        try:
+            time.sleep(10)
+        except Exception:  # noqa: BLE001 - swallows the first alarm, as a catch-all inside a strategy would
+            pass
+        time.sleep(10)
+        return 1
+
+    monkeypatch.setattr(hypothesis_jsonschema, "from_schema", lambda schema: st.builds(slow_value))
+    from structgen.bench.fuzz import hypothesis_instances
+
+    t0 = time.monotonic()
+    assert hypothesis_instances({"type": "integer"}, seed=1, budget_s=0.3) == []
+    assert time.monotonic() - t0 < 10  # a one-shot alarm: 10 s in the second sleep, more on replays
