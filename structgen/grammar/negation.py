@@ -13,7 +13,7 @@ validated against it.
 
 ``items`` (every item) and ``contains`` (some item) are each other's
 complements, ``propertyNames`` whose negation is a few strings is "one of
-these keys is present", and ``patternProperties`` whose values are all false is
+these keys is present" (any other is "some key fails it", which the object automaton counts), and ``patternProperties`` whose values are all false is
 "some key matches one of them" (``not: {propertyNames: ...}``, which the object
 automaton counts).  Keywords whose complement needs an existential over keys or a
 relation between items (``additionalProperties``, ``uniqueItems``, ...),
@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-__all__ = ["negate", "SIMPLE_NOT_KEYS", "VALIDATION_KEYS", "is_simple_not"]
+__all__ = ["negate", "SIMPLE_NOT_KEYS", "VALIDATION_KEYS", "is_simple_not", "is_some_key_not"]
 
 #: Keywords that constrain values (plus OpenAPI's ``nullable``); everything else is an annotation
 #: or an unknown keyword, which constrains nothing.
@@ -60,6 +60,12 @@ def is_simple_not(sub: Any) -> bool:
     return not keys or (len(keys) == 1 and next(iter(keys)) in SIMPLE_NOT_KEYS)
 
 
+def is_some_key_not(sub: Any) -> bool:
+    """True for a ``not`` operand that is ``propertyNames`` alone: "some key fails it", which the
+    object compiler counts itself (rewriting it through :func:`negate` would give it back)."""
+    return isinstance(sub, dict) and {k for k in sub if k in VALIDATION_KEYS} == {"propertyNames"}
+
+
 def _no_keys_as_count(s: dict) -> dict:
     """``additionalProperties: false`` with every ``properties`` / ``patternProperties`` value false
     forbids every key: that is ``maxProperties: 0``, whose negation is a count, not "some key"."""
@@ -69,6 +75,34 @@ def _no_keys_as_count(s: dict) -> dict:
         return s
     out = {k: v for k, v in s.items() if k not in ("additionalProperties", "properties", "patternProperties")}
     out["maxProperties"] = 0
+    return out
+
+
+def _trivial(x: Any) -> bool:
+    return x is True or (isinstance(x, dict) and not any(k in VALIDATION_KEYS for k in x))
+
+
+def _some_key_outside(s: dict) -> list | None:
+    """The complement of ``patternProperties`` / ``additionalProperties`` when their values are
+    ``false`` or constrain nothing: key schemas of which some key must match (``not:
+    {propertyNames: {not: K}}``, counted by the object automaton) -- a key matching a forbidden
+    pattern, or, under ``additionalProperties: false``, a key neither defined nor matched by a
+    pattern.  None when a value constrains the member's value (its complement would tie a key to
+    its value: "some member of these keys with a value outside S")."""
+    pats = s.get("patternProperties", {})
+    props = s.get("properties", {})
+    extra = s.get("additionalProperties", True)
+    if not isinstance(pats, dict) or not isinstance(props, dict) or \
+            not all(v is False or _trivial(v) for v in pats.values()) or not (extra is False or _trivial(extra)):
+        return None
+    out: list = [{"pattern": p} for p, v in pats.items() if v is False]
+    if len(out) > 1:
+        out = [{"anyOf": out}]
+    if extra is False:
+        outside = [{"not": {"pattern": p}} for p in pats]
+        if props:
+            outside.append({"not": {"enum": list(props)}})
+        out.append(_all_of(outside))
     return out
 
 
@@ -213,20 +247,20 @@ def negate(schema: Any, resolve: Callable[[str], Any | None], depth: int = 0,
             return None
         parts.append({"type": "array", "items": n})
         handled.add("contains")
-    if "patternProperties" in s and "additionalProperties" not in s:
-        pats = s["patternProperties"]  # every value false: no key matches them -> some key does
-        if not isinstance(pats, dict) or any(v is not False for v in pats.values()):
+    if "patternProperties" in s or "additionalProperties" in s:
+        some_key = _some_key_outside(s)
+        if some_key is None:
             return None
-        if pats:
-            some = [{"pattern": p} for p in pats]
-            parts.append({"type": "object", "not": {"propertyNames": {"not": some[0] if len(some) == 1
-                                                                      else {"anyOf": some}}}})
-        handled.add("patternProperties")
+        parts.extend({"type": "object", "not": {"propertyNames": {"not": k}}} for k in some_key)
+        handled |= {"patternProperties", "additionalProperties"}
     if "propertyNames" in s:
-        keys = _strings_of(neg(s["propertyNames"]))  # some key fails propertyNames: one of these keys
-        if keys is None:
+        failing = neg(s["propertyNames"])  # some key fails propertyNames
+        if failing is None:
             return None
-        if keys:
+        keys = _strings_of(failing)
+        if keys is None:  # a key schema: "some key matches it", counted by the object automaton
+            parts.append({"type": "object", "not": {"propertyNames": s["propertyNames"]}})
+        elif keys:  # a few strings: one of these keys is present
             parts.append({"type": "object", "required": keys[:1]} if len(keys) == 1 else
                          {"type": "object", "anyOf": [{"required": [k]} for k in keys]})
         handled.add("propertyNames")

@@ -66,7 +66,7 @@ def _compile_cached(pattern: str, search: bool, json_string: bool, flags: int) -
 
 
 #: The modules whose code decides what a cached DFA is: a change to any of them retires old entries.
-_DFA_BUILDERS = ("structgen.grammar.regex", "structgen.automata.fsa", "structgen.automata.search_kernels",
+_DFA_BUILDERS = ("structgen.grammar.regex", "structgen.grammar.regex_syntax", "structgen.automata.fsa", "structgen.automata.search_kernels",
                  "structgen.automata.subset_kernels", "structgen.automata.minimize_kernels",
                  "structgen.automata.product_kernels", "structgen.automata.table_kernels",
                  "structgen.automata.charclass", "structgen.grammar.lookaround", "structgen.grammar.unicode_props")

@@ -64,11 +64,18 @@ def python_regex(pattern: str) -> str:
     return expand_property_escapes(pattern)
 
 
+#: the kinds of anchor edge (see :func:`resolve_anchors`)
+_BEGIN, _END = 0, 1
+
+
 class _Builder:
-    def __init__(self, nfa: NFA, encoder, pattern: str):
+    def __init__(self, nfa: NFA, encoder, pattern: str, anchors: list | None = None):
         self.nfa = nfa
         self.enc = encoder
         self.pattern = pattern
+        #: ``(a, b, kind)``: ``^`` / ``$`` inside the pattern, as edges that :func:`resolve_anchors`
+        #: makes plain (None: such anchors are refused)
+        self.anchors = anchors
 
     def unsupported(self, what: str):
         raise UnsupportedFeature(f"regular expression {self.pattern!r} uses {what}, which a finite automaton cannot enforce exactly")
@@ -138,9 +145,11 @@ class _Builder:
                 self.unsupported("a possessive quantifier")
             self.repeat(p, lo, None if hi == C.MAXREPEAT else hi, a, b, flags)
         elif op is C.AT:
-            if av in (C.AT_BEGINNING, C.AT_BEGINNING_STRING, C.AT_END, C.AT_END_STRING):
+            if av not in _ANCHORS:
+                self.unsupported("a word-boundary assertion")
+            if self.anchors is None or (flags & re.MULTILINE and av in (C.AT_BEGINNING, C.AT_END)):
                 self.unsupported("an anchor (^ or $) in the middle of the pattern")
-            self.unsupported("a word-boundary assertion")
+            self.anchors.append((a, b, _BEGIN if av in (C.AT_BEGINNING, C.AT_BEGINNING_STRING) else _END))
         elif op in (C.GROUPREF, C.GROUPREF_EXISTS):
             self.unsupported("a backreference")
         elif op in (C.ASSERT, C.ASSERT_NOT):
@@ -254,24 +263,66 @@ def any_node(tree, pred, *, into_lookarounds: bool = True) -> bool:
     return False
 
 
-def build_nfa(pattern: str, *, encoder=cc.UTF8, search: bool = False, flags: int = 0,
-              nfa: NFA | None = None, a: int | None = None, b: int | None = None) -> NFA:
-    """Add ``pattern`` between states ``a`` and ``b`` of ``nfa`` (new NFA by default).
+def build_nfa(pattern: str, *, encoder=cc.UTF8, search: bool = False, flags: int = 0) -> NFA:
+    """``pattern`` as an NFA from its start to its final state.
 
     ``search=True`` gives JSON Schema ``pattern`` semantics: the pattern may
-    match anywhere unless anchored with ``^`` / ``$``.
+    match anywhere unless anchored with ``^`` / ``$``.  Anchors inside it (``^$|^(a+)$``, and
+    ``^01$|^07$``, which Python's parser factors into ``^0(?:1$|7$)``) hold where the string starts
+    and ends (:func:`resolve_anchors`).
     """
     tree = parse(pattern, flags)
-    nfa = nfa or NFA()
-    a = nfa.start if a is None else a
-    b = nfa.final if b is None else b
-    builder = _Builder(nfa, encoder, pattern)
-    for mid in add_alternatives(nfa, builder, tree, a, b, search):
-        if b == nfa.final:
-            # "matched; any characters may follow": every string of whole characters is
-            # accepted from here (and any subset holding it has no other language)
-            nfa.universal.append(mid)
-    return nfa
+    nfa = NFA()
+    anchors: list = []
+    builder = _Builder(nfa, encoder, pattern, anchors)
+    # "matched; any characters may follow": every string of whole characters is accepted from here
+    # (and any subset holding it has no other language)
+    nfa.universal.extend(add_alternatives(nfa, builder, tree, nfa.start, nfa.final, search))
+    return resolve_anchors(nfa, anchors) if anchors else nfa
+
+
+def resolve_anchors(nfa: NFA, anchors: list) -> NFA:
+    """``nfa`` with its anchor edges (``(a, b, kind)``) made plain epsilon edges, by a product with
+    two flags: whether a byte has been read (a ``^`` edge passes only before the first) and whether a
+    ``$`` edge has passed (no byte after it).  Only the product states reachable from the start are
+    made.  ``$`` is the end of the string, as in ECMA-262 (the JSON Schema pattern dialect)."""
+    n = len(nfa.eps)
+    byte_edges: list[list[int]] = [[] for _ in range(n)]
+    for i, src in enumerate(nfa.e_src):
+        byte_edges[src].append(i)
+    anchor_edges: list[list[tuple[int, int]]] = [[] for _ in range(n)]
+    for a, b, kind in anchors:
+        anchor_edges[a].append((b, kind))
+    universal = set(nfa.universal)
+    out = NFA()
+    ids: dict[tuple[int, int], int] = {}
+    todo: list[tuple[int, int, int]] = []
+
+    def state(q: int, f: int) -> int:  # f: 1 = a byte was read, 2 = "$" passed
+        s = ids.get((q, f))
+        if s is None:
+            s = ids[(q, f)] = out.new_state()
+            todo.append((q, f, s))
+        return s
+
+    out.add_eps(out.start, state(nfa.start, 0))
+    while todo:
+        q, f, s = todo.pop()
+        if q == nfa.final:
+            out.add_eps(s, out.final)
+        for t in nfa.eps[q]:
+            out.add_eps(s, state(t, f))
+        for t, kind in anchor_edges[q]:
+            if kind == _END:
+                out.add_eps(s, state(t, f | 2))
+            elif not f & 1:
+                out.add_eps(s, state(t, f))
+        if not f & 2:
+            if q in universal:
+                out.universal.append(s)
+            for i in byte_edges[q]:
+                out.add_range(s, nfa.e_lo[i], nfa.e_hi[i], state(nfa.e_dst[i], 1))
+    return out
 
 
 def _unwrap_groups(items: list) -> list:

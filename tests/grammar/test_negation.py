@@ -32,6 +32,13 @@ SCHEMAS = [
     {"patternProperties": {"a": False}, "additionalProperties": False},
     {"items": {"properties": {"b": False}, "additionalProperties": False}},
     {"patternProperties": {"^a": False, "b$": False}},
+    # closed objects ("some key is undefined"), as the branches of discriminated-union oneOfs are
+    {"type": "object", "properties": {"a": {"type": "integer"}}, "additionalProperties": False},
+    {"properties": {"a": {}}, "patternProperties": {"^b": {}}, "additionalProperties": False},
+    {"patternProperties": {"^a": {}, "^b": False}, "additionalProperties": {}},
+    # propertyNames whose negation is no list of strings: "some key fails it"
+    {"propertyNames": {"pattern": "^a"}},
+    {"type": "object", "propertyNames": {"maxLength": 0}},
 ]
 
 
@@ -49,4 +56,5 @@ def test_booleans_and_what_cannot_be_negated():
     assert negate({"$ref": "#/$defs/x"}, lambda r: None) is None  # a ref that cannot be followed
     assert negate({"additionalProperties": {"type": "string"}, "maximum": 3}, lambda r: None) is None  # some key
     assert negate({"items": {"type": "string"}}, lambda r: None, with_contains=False) is None  # draft-04
+    assert negate({"patternProperties": {"^a": {"type": "string"}}}, lambda r: None) is None  # a key with its value
     assert is_simple_not({"type": "string"}) and not is_simple_not({"properties": {"a": {}}})

@@ -58,6 +58,41 @@ def test_search_semantics_for_json_schema_patterns():
     assert d.matches(b"a") and d.matches(b"b") and not d.matches(b"ab")
 
 
+# anchors inside the pattern, each from a MaskBench schema that was checked at the string's end for it
+MID_ANCHORS = [r"^$|(^(?:\S+\s+){0,3}\S+$)", r"^01$|^07$", r"^([^,]|$)", r"(^.+\..+)|(^[a-z0-9_-]+)",
+               r"^(\/?((\.{2})|([a-z0-9\-]*))($|\/))*$", r"^([0-9x]+\.[0-9x]+\.*[0-9x]*$|\%V\%)",
+               r"^([^,]+(,|$)){3,}$", r"(?:^|\r?\n)-B-", r"a$b", r"(a|^)b", r"x(a|$)", r"$^", r"^$[a-z]*$"]
+
+
+@pytest.mark.parametrize("json_string", [False, True])
+@pytest.mark.parametrize("pattern", MID_ANCHORS)
+def test_anchors_inside_a_pattern_hold_where_the_string_starts_and_ends(pattern, json_string):
+    """``^`` and ``$`` anywhere in a JSON Schema pattern: an automaton, not a check at the string's
+    end; as ``re.search`` decides on thousands of random strings (``$`` is the end of the string, as
+    in ECMA-262: Python's also matches before a final newline, which those strings leave out)."""
+    import json
+    import random
+
+    from structgen.automata import charclass as cc
+    from structgen.automata.fsa import determinize
+    from structgen.grammar.regex import build_nfa
+
+    d = determinize(build_nfa(pattern, encoder=cc.JSON_STRING if json_string else cc.UTF8, search=True))
+    rx, rng, alphabet = re.compile(pattern), random.Random(0), "ab.,/-01x7 \n\r%VBé"
+    texts = ["", "01", "07", "a.b", "../x/", "1.2.3", "%V%", "a,b,c", "a,b", "b", "xa", "x", "-B-", "q\n-B-"]
+    texts += ["".join(rng.choice(alphabet) for _ in range(rng.randint(1, 9))) for _ in range(3000)]
+    for t in texts:
+        if t.endswith("\n"):
+            continue
+        data = json.dumps(t)[1:-1].encode() if json_string else t.encode()
+        assert d.matches(data) == (rx.search(t) is not None), t
+
+
+def test_anchors_inside_a_pattern_under_multiline_are_refused():
+    with pytest.raises(UnsupportedFeature):
+        compile_regex(r"(?m)x(a|$)", search=True)
+
+
 def test_utf8_is_exact():
     d = compile_regex(r"[^a]")
     assert d.matches("é".encode()) and d.matches("😀".encode())

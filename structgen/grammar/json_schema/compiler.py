@@ -18,7 +18,7 @@ from .finite import FiniteValuesMixin
 from .input import LATER_KEYWORDS, SchemaOptions, check_schema, declared_draft, make_validator
 from .json_values import simple_valid, trivial
 from .limits import ANNOTATIONS, DEFAULT_MAX_WHITESPACE, TYPES
-from .logic import BranchBudget, LogicMixin
+from .logic import BranchBudget, JoinFailed, LogicMixin
 from .numeric import NumbersMixin
 from .objects import ObjectsMixin
 from .documents import Documents
@@ -30,10 +30,12 @@ from .strings import StringsMixin
 class SchemaCompiler(LogicMixin, FiniteValuesMixin, StringsMixin, NumbersMixin, ArraysMixin, ObjectsMixin):
     """Compiles one schema to grammar IR (state of one compile; per-concern methods in the mixins)."""
 
-    def __init__(self, root, opts: SchemaOptions, *, loose_branches: bool = False):
+    def __init__(self, root, opts: SchemaOptions, *, loose_branches: bool = False,
+                 loose_joins: frozenset[str] = frozenset()):
         self.root = root
         self.opts = opts
-        self.loose_branches = loose_branches  # the second compile of schema_to_ir: no branch distributed
+        self.loose_branches = loose_branches  # the last compile of schema_to_ir: no branch distributed
+        self.loose_joins = loose_joins  # pointers of oneOfs whose joined branches failed: checked instead
         self.resolver = Resolver(root, Documents(opts.registry))
         self.ir = GrammarIR(rules={}, terminals={}, start="start", source="json-schema")
         self._derived: dict[tuple, tuple] = {}  # (id(source), tag) -> (source, derived dict)
@@ -401,17 +403,32 @@ class SchemaCompiler(LogicMixin, FiniteValuesMixin, StringsMixin, NumbersMixin, 
         return Sym(name)
 
 
+#: Compiles again, each with one more oneOf checked whose joined branches failed, before every
+#: anyOf/oneOf of the schema is checked instead.
+MAX_JOIN_RETRIES = 4
+
+
 def schema_to_ir(schema, opts: SchemaOptions) -> tuple[GrammarIR, Any]:
     """Compile a JSON Schema to IR; returns (ir, final-output validator)."""
     if not isinstance(schema, (dict, bool)):
         raise SchemaError(f"a schema must be an object or a boolean, not {type(schema).__name__}")
     check_schema(schema)
-    c = SchemaCompiler(schema, opts)
-    try:
-        ir = c.compile()
-    except BranchBudget:
-        # nested anyOf/oneOf distribute into too many conjunctions: every anyOf/oneOf of the schema is
-        # over-approximated by the value without it and checked as that value completes (or refused)
+    loose_joins: set[str] = set()
+    while True:
+        c = SchemaCompiler(schema, opts, loose_joins=frozenset(loose_joins))
+        try:
+            ir = c.compile()
+            break
+        except JoinFailed as e:  # that oneOf checked instead, the rest as before
+            loose_joins.add(e.ptr)
+            if len(loose_joins) <= MAX_JOIN_RETRIES:
+                continue
+        except BranchBudget:
+            pass
+        # nested anyOf/oneOf distribute into too many conjunctions (or too many oneOfs failed their
+        # joins): every anyOf/oneOf of the schema is over-approximated by the value without it and
+        # checked as that value completes (or refused)
         c = SchemaCompiler(schema, opts, loose_branches=True)
         ir = c.compile()
+        break
     return ir, c.validator()

@@ -22,7 +22,9 @@ ANY_ORDER_TRACK_ALL = 4
 ANY_ORDER_MAX_TRACKED = 6
 
 
-MAX_PATTERN_PROPERTIES = 4
+#: Regions of the key space an object's patternProperties may split it into (keys that match the
+#: same patterns share one region and one member alternative); past it, the object is checked.
+MAX_KEY_REGIONS = 32
 
 
 MAX_COMBINATOR_DEPTH = 64

@@ -8,7 +8,7 @@ from ...errors import SchemaError, UnsupportedFeature
 from ..formats import FORMAT_REGEXES, UNSUPPORTED_FORMATS
 from ...automata.fsa import DFA, intersect, union
 from ..ir import Alt, Expr, Sym, alt
-from ..negation import is_simple_not, negate
+from ..negation import is_simple_not, is_some_key_not, negate
 from ..presence import eval_presence
 from . import limits
 from .json_values import NOT_FINITE, json_filter, json_in, json_type, trivial
@@ -18,6 +18,15 @@ from .refs import SchemaNode, escape_pointer, ref_overrides, shown_uri
 
 class BranchBudget(Exception):
     """anyOf/oneOf branches over MAX_BRANCH_CONJUNCTIONS: compile again, loosely (see schema_to_ir)."""
+
+
+class JoinFailed(Exception):
+    """The oneOf at ``ptr``, its branches joined with the others' negations, holds more than an
+    automaton can: compile again with that oneOf checked (see schema_to_ir)."""
+
+    def __init__(self, ptr: str):
+        super().__init__(ptr)
+        self.ptr = ptr
 
 
 UNEVALUATED = ("unevaluatedProperties", "unevaluatedItems")
@@ -162,7 +171,8 @@ class LogicMixin:
         disjunctions of negatable parts (structgen.grammar.negation), and schema-form
         dependencies as disjunctions (see :func:`dependency_branches`); None when there is
         nothing to rewrite or the negation cannot be expressed (reported later)."""
-        needs_not = "not" in s and not is_simple_not(s["not"]) and not presence_only(s["not"])
+        needs_not = "not" in s and not is_simple_not(s["not"]) and not presence_only(s["not"]) \
+            and not is_some_key_not(s["not"])
         needs_if = "if" in s and ("then" in s or "else" in s)
         schema_deps = schema_dependencies(s)
         if not (needs_not or needs_if or schema_deps):
@@ -253,28 +263,43 @@ class LogicMixin:
                         self.unsupported(n, kw, f"its branches combine into over {limits.MAX_BRANCH_CONJUNCTIONS} "
                                                 "conjunctions (nested anyOf/oneOf distribute over each other)")
                         return self.conjunction(others)
-                    if kw == "oneOf" and len(branches) > 1:
-                        branches = self.exclusive_branches(n, branches)
-                    alts = []
-                    self._combinator_depth += 1
-                    if self._combinator_depth > MAX_COMBINATOR_DEPTH:
-                        raise UnsupportedFeature(
-                            f"{kw} nested more than {MAX_COMBINATOR_DEPTH} levels without an object or array "
-                            "in between (a recursive reference through anyOf/oneOf)", pointer=n.ptr, keyword=kw)
-                    try:
-                        for j, b in enumerate(branches):
-                            self._branch_work += 1
-                            if self._branch_work > limits.MAX_BRANCH_CONJUNCTIONS:
-                                raise BranchBudget()
-                            e = self.value(others + [n.child(b, f"{n.ptr}/{kw}/{j}")])
-                            if e is not None:
-                                alts.append(e)
-                    finally:
-                        self._combinator_depth -= 1
-                    if not alts:
-                        return None
-                    return alt(*alts)
+                    if kw == "oneOf" and len(branches) > 1 and n.ptr in self.loose_joins:
+                        self.unsupported(n, kw, "its branches joined with the others' negations hold more "
+                                                "than an automaton can")
+                    elif kw == "oneOf" and len(branches) > 1:
+                        joined = self.exclusive_branches(n, branches)
+                        if joined is not branches:
+                            try:
+                                return self.branch_union(n, kw, joined, others)
+                            except UnsupportedFeature as e:
+                                # a joined branch holds more than its automaton can (presence over too
+                                # many keys, ...): compile again with this oneOf as anyOf over its
+                                # branches as written, checked as the value completes (schema_to_ir)
+                                raise JoinFailed(n.ptr) from e
+                    return self.branch_union(n, kw, branches, others)
         return self.typed(nodes)
+
+    def branch_union(self, n: SchemaNode, kw: str, branches: list, others: list[SchemaNode]) -> Expr | None:
+        """The union of ``others`` joined with each branch of ``n``'s ``kw`` (anyOf, or a oneOf
+        whose branches exclude each other)."""
+        alts = []
+        self._combinator_depth += 1
+        if self._combinator_depth > MAX_COMBINATOR_DEPTH:
+            self._combinator_depth -= 1
+            raise UnsupportedFeature(
+                f"{kw} nested more than {MAX_COMBINATOR_DEPTH} levels without an object or array "
+                "in between (a recursive reference through anyOf/oneOf)", pointer=n.ptr, keyword=kw)
+        try:
+            for j, b in enumerate(branches):
+                self._branch_work += 1
+                if self._branch_work > limits.MAX_BRANCH_CONJUNCTIONS:
+                    raise BranchBudget()
+                e = self.value(others + [n.child(b, f"{n.ptr}/{kw}/{j}")])
+                if e is not None:
+                    alts.append(e)
+        finally:
+            self._combinator_depth -= 1
+        return alt(*alts) if alts else None
 
     def without_unevaluated(self, n: SchemaNode) -> SchemaNode:
         """``n`` without unevaluatedProperties/unevaluatedItems (see conjunction)."""

@@ -17,7 +17,7 @@ from ..regex import python_regex
 from .checks import KeySetCheck
 from .json_values import NOT_FINITE, check_pattern, pattern_search, tighten_counts
 from .limits import (ANNOTATIONS, ANY_ORDER_MAX_TRACKED, ANY_ORDER_TRACK_ALL, MAX_GRAPH_STATES,
-                     MAX_PATTERN_PROPERTIES, MAX_SOME_KEYS)
+                     MAX_KEY_REGIONS, MAX_SOME_KEYS)
 from .refs import SchemaNode, escape_pointer
 
 
@@ -318,10 +318,6 @@ class ObjectsMixin:
         base = string_dfa()
         if defined:
             base = difference_literals(base, string_forms(defined))
-        if len(patterns) > MAX_PATTERN_PROPERTIES:
-            self.unsupported(nodes[0], "patternProperties",
-                             f"more than {MAX_PATTERN_PROPERTIES} patternProperties on one object")
-            return self.loose_members(nodes, base, patterns)
         if names_nodes:
             try:
                 nd = self.key_dfa(names_nodes)
@@ -337,21 +333,16 @@ class ObjectsMixin:
         except UnsupportedFeature as e:
             self.unsupported(nodes[0], "patternProperties", str(e).split(": ", 1)[-1])
             return self.loose_members(nodes, base, patterns)
+        regions = self.key_regions(base, patterns)
+        if regions is None:
+            self.unsupported(nodes[0], "patternProperties",
+                             f"its {len(patterns)} patternProperties split the key space into over "
+                             f"{MAX_KEY_REGIONS} regions")
+            return self.loose_members(nodes, base, patterns)
         alts = []
-        for mask in range(1 << len(patterns)):
-            d = base
-            vnodes: list[SchemaNode] = []
-            for j, (n, pat, ps) in enumerate(patterns):
-                pd = self.pattern_dfa(pat, n)
-                if mask >> j & 1:
-                    d = intersect(d, pd)
-                    vnodes.append(n.child(ps, f"{n.ptr}/patternProperties/{escape_pointer(pat)}"))
-                else:
-                    d = difference(d, pd)
-                if d.is_empty():
-                    break
-            if d.is_empty():
-                continue
+        for mask, d in regions:
+            vnodes = [n.child(ps, f"{n.ptr}/patternProperties/{escape_pointer(pat)}")
+                      for j, (n, pat, ps) in enumerate(patterns) if mask >> j & 1]
             for n in nodes:
                 if not any(pn is n and mask >> j & 1 for j, (pn, _, _) in enumerate(patterns)):
                     vnodes.append(self.additional_node(n))
@@ -361,6 +352,24 @@ class ObjectsMixin:
             key = self.term(other_key_term(defined, mask, patterns, names_nodes), d, "KEY")
             alts.append(seq(key, self.COLON, e))
         return alt(*alts) if alts else None
+
+    def key_regions(self, base: DFA, patterns: list) -> list[tuple[int, DFA]] | None:
+        """The key space ``base`` split by which ``patterns`` a key matches: ``(bits, keys)`` for each
+        region with keys, by bits.  Pattern by pattern, each region splits in two and empty halves are
+        dropped, so the work follows the regions there are (patterns that exclude each other, as most
+        do, give one region each) rather than the 2**n combinations; None past MAX_KEY_REGIONS."""
+        regions = [(0, base)]
+        for j, (n, pat, _) in enumerate(patterns):
+            pd = self.pattern_dfa(pat, n)
+            split = []
+            for mask, d in regions:
+                for m, half in ((mask | 1 << j, intersect(d, pd)), (mask, difference(d, pd))):
+                    if not half.is_empty():
+                        split.append((m, half))
+            if len(split) > MAX_KEY_REGIONS:
+                return None
+            regions = split
+        return sorted(regions, key=lambda r: r[0])
 
     def loose_members(self, nodes: list[SchemaNode], keys: DFA, patterns: list) -> Expr | None:
         """Undefined members when their patterns cannot be compiled exactly (too many to split the

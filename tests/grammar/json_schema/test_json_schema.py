@@ -200,12 +200,13 @@ def test_schema_errors_name_the_pointer(comp, schema, pointer):
      [[1, 2], [1, 2, 3], ["a"], ["a", "b", "c"], []]),
     ({"type": "string", "pattern": "^(?=a)ab$"}, ["ab", "b", "abc"]),  # a lookaround
     ({"properties": {"p": {"type": "string", "pattern": "(?<!x)y"}}}, [{"p": "y"}, {"p": "xy"}, {"p": "ay"}]),
-    # patternProperties past the automaton (a lookaround; more than MAX_PATTERN_PROPERTIES)
+    # patternProperties past the automaton (a lookaround; overlapping patterns that split the key
+    # space into more than MAX_KEY_REGIONS regions: every key may contain any of the six letters)
     ({"type": "object", "patternProperties": {"^(?=a)ab$": {"type": "integer"}}},
      [{"ab": 1}, {"ab": "x"}, {"abc": "x"}, {"b": [1]}, {}]),
     ({"type": "object", "additionalProperties": False,
-      "patternProperties": {f"^{c}": {"type": t} for c, t in zip("abcdef", ["integer", "string"] * 3)}},
-     [{"a1": 1, "b1": "x"}, {"a1": "x"}, {"z": 1}, {"e": 2, "f": "y", "c": 0}, {"f": 1}]),
+      "patternProperties": {c: {"type": t} for c, t in zip("abcdef", ["integer", "number"] * 3)}},
+     [{"a1": 1, "b1": 2.5}, {"a1": 2.5}, {"z": 1}, {"e": 2, "f": 3, "c": 0}, {"ab": 1.5}, {"fa": 1}]),
     ({"type": "string", "not": {"pattern": "\\bx"}}, ["x", "a x", "ax", ""]),
     ({"type": "object", "propertyNames": {"pattern": "^(?!x)"}, "properties": {"a": {"type": "integer"}}},
      [{"a": 1}, {"xa": 1}, {"b": "s"}, {"a": "s"}]),
@@ -215,6 +216,18 @@ def test_keywords_beyond_the_automaton_are_checked_as_values_complete(comp, sche
     completed value): exact, never silently dropped."""
     validator = jsonschema.Draft202012Validator(schema)
     for v in values:
+        assert accepts(comp, schema, v) == validator.is_valid(v), v
+
+
+def test_many_patterns_that_exclude_each_other_split_the_keys_without_a_check(comp):
+    """patternProperties split the key space by which patterns a key matches; regions are made
+    pattern by pattern and empty ones dropped, so eight prefixes (SAML-like namespaces in MaskBench)
+    give nine regions, not 256 combinations: exact, and no check."""
+    schema = {"type": "object", "additionalProperties": False,
+              "patternProperties": {f"^{c}:": {"type": t} for c, t in zip("abcdefgh", ["integer", "string"] * 4)}}
+    assert not comp.compile_json_schema(schema).checks
+    validator = jsonschema.Draft202012Validator(schema)
+    for v in [{"a:1": 1, "b:1": "x"}, {"a:": "x"}, {"z": 1}, {"e:": 2, "f:": "y", "c:": 0}, {"h:": 1}, {}, {"ab": 1}]:
         assert accepts(comp, schema, v) == validator.is_valid(v), v
 
 
@@ -728,6 +741,57 @@ def test_a_dependency_holds_for_every_value_that_is_not_an_object(comp, schema):
     for value in [None, True, 1, "s", [], {}, {"x": 1}, {"error": 1}, {"x": 1, "error": 2}, {"x": 1, "a": 1},
                   {"x": 1, "a": 1, "b": 2}]:
         assert accepts(comp, schema, value, property_order="any") == validator(schema).is_valid(value), value
+
+
+@pytest.mark.parametrize("pattern", [r"^$|(^(?:\S+\s+){0,19}\S+$)", r"^01$|^07$", r"(^$)|(^[a-f0-9]{8}$)"])
+def test_a_pattern_with_anchors_inside_is_an_automaton(comp, pattern):
+    """Anchors inside a pattern (MaskBench's word-count and either-empty-or patterns) hold where the
+    string starts and ends: no check where the string ends, verdicts as jsonschema's."""
+    schema = {"type": "string", "pattern": pattern, "maxLength": 60}
+    g = comp.compile_json_schema(schema)
+    assert not g.checks
+    validator = jsonschema.Draft202012Validator(schema)
+    for v in ["", "01", "07", "0", "017", "a b c", " a", "a ", "deadbeef", "deadbeef0", "w " * 20 + "w", "x" * 61]:
+        m = Matcher(g)
+        assert (m.accept_string(json.dumps(v)) and m.is_accepting()) == validator.is_valid(v), v
+
+
+@pytest.mark.parametrize("schema", [
+    {"oneOf": [{"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "string"}}, "additionalProperties": False},
+               {"type": "object", "properties": {"a": {"type": "integer"}, "c": {"type": "boolean"}}, "additionalProperties": False}]},
+    {"oneOf": [{"type": "object", "properties": {"kind": {"enum": ["x", "y"]}, "b": {}}, "additionalProperties": False,
+                "required": ["kind"]},
+               {"type": "object", "properties": {"kind": {"const": "x"}, "c": {}}, "additionalProperties": False}]},
+    {"oneOf": [{"type": "object", "patternProperties": {"^x": {}}, "additionalProperties": False},
+               {"type": "object", "properties": {"xa": {"type": "integer"}}, "propertyNames": {"maxLength": 2}}]},
+])
+def test_overlapping_one_of_over_closed_objects_is_an_automaton(comp, schema):
+    """oneOf over closed objects (``additionalProperties: false``, discriminated unions) whose branches
+    overlap: each branch joined with the others' negations, "some key is undefined" and "some key fails
+    propertyNames" among them (counted by the object automaton): no check, verdicts as jsonschema's."""
+    g = comp.compile_json_schema(schema, property_order="any")
+    assert not g.checks, g.checks.describe()
+    validator = jsonschema.Draft202012Validator(schema)
+    for v in [None, 1, {}, {"a": 1}, {"b": "s"}, {"c": True}, {"a": 1, "b": "s", "c": True}, {"a": "x"}, {"kind": "x"},
+              {"kind": "y"}, {"kind": "x", "b": 1}, {"kind": "x", "c": 1}, {"kind": "z"}, {"c": 1}, {"xa": 1}, {"xa": "s"},
+              {"xb": 1, "q": 2}, {"q": 1}, {"xa": 1, "q": 1}, {"xab": 1}]:
+        assert accepts(comp, schema, v, property_order="any") == validator.is_valid(v), v
+
+
+def test_a_one_of_whose_joined_branches_hold_too_much_is_checked_not_refused(comp):
+    """Twelve branches each requiring a key of a closed object (helm-testsuite's ``asserts``): joined
+    with the others' negations, a branch tests the presence of more keys than the object automaton
+    tracks.  That oneOf is compiled again as anyOf over its branches and checked as the value
+    completes (it was refused); verdicts as jsonschema's."""
+    keys = [f"k{i}" for i in range(12)]
+    schema = {"type": "object", "properties": {k: True for k in keys}, "additionalProperties": False,
+              "oneOf": [{"required": [k], "properties": {k: {"type": "integer"}}} for k in keys]}
+    g = comp.compile_json_schema(schema, property_order="any")
+    assert g.checks
+    validator = jsonschema.Draft202012Validator(schema)
+    for v in [{}, {"k0": 1}, {"k0": "s"}, {"k0": 1, "k1": 2}, {"k0": 1, "k1": "x"}, {"k3": 1, "k4": None, "k11": []},
+              {"z": 1}]:
+        assert accepts(comp, schema, v, property_order="any") == validator.is_valid(v), v
 
 
 # a schema-form dependency over values (as in MaskBench's o12175: `format` decides what `type` may be)
