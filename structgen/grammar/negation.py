@@ -16,10 +16,10 @@ complements, ``propertyNames`` whose negation is a few strings is "one of
 these keys is present" (any other is "some key fails it", which the object automaton counts), and ``patternProperties`` whose values are all false is
 "some key matches one of them" (``not: {propertyNames: ...}``, which the object
 automaton counts).  Keywords whose complement needs an existential over keys or a
-relation between items (``additionalProperties``, ``uniqueItems``, ...),
+relation between items (``additionalProperties`` with a value schema, ``uniqueItems``, ...),
 ``items`` beside ``prefixItems``, counted ``contains`` and ``format`` are not
 negated: :func:`negate` returns None and the caller reports the keyword as
-unsupported.
+unsupported.  Closed objects (``additionalProperties: false``) negate to "some key is undefined".
 """
 from __future__ import annotations
 
@@ -76,6 +76,22 @@ def _no_keys_as_count(s: dict) -> dict:
     out = {k: v for k, v in s.items() if k not in ("additionalProperties", "properties", "patternProperties")}
     out["maxProperties"] = 0
     return out
+
+
+_DRAFT4 = "http://json-schema.org/draft-04/schema#"
+_DRAFT7 = "http://json-schema.org/draft-07/schema#"
+#: the ``$schema`` values negation reads a subschema's draft from (those it writes, and their spellings)
+_DRAFT_OF = {_DRAFT4: 4, _DRAFT4[:-1]: 4, _DRAFT7: 7, _DRAFT7[:-1]: 7,
+             "http://json-schema.org/draft-06/schema#": 6, "http://json-schema.org/draft-06/schema": 6}
+
+
+def _some_item_in_draft4(n: Any) -> dict:
+    """"Some item matches ``n``" for a draft-04 schema, which has no ``contains``: a draft-07 subschema
+    whose ``contains`` reads ``n`` as draft-04 again (a ``$schema`` inside switches the draft for what
+    it reaches, in jsonschema and in the compiler alike)."""
+    if n is True:
+        return {"type": "array", "minItems": 1}
+    return {"$schema": _DRAFT7, "type": "array", "contains": {"$schema": _DRAFT4, "allOf": [n]}}
 
 
 def _trivial(x: Any) -> bool:
@@ -146,7 +162,7 @@ def negate(schema: Any, resolve: Callable[[str], Any | None], depth: int = 0,
     ``asserted_formats`` are constraints, those in ``refused_formats`` cannot be
     negated, and any other format is an annotation.  ``with_contains``: the
     schema's draft has ``contains`` (draft-06 on), which the negation of ``items``
-    needs ("some item fails")."""
+    needs ("some item fails"); without it, that item is found by a draft-07 subschema."""
     if depth > MAX_DEPTH:
         return None
     if schema is True:
@@ -155,6 +171,14 @@ def negate(schema: Any, resolve: Callable[[str], Any | None], depth: int = 0,
         return True
     if not isinstance(schema, dict):
         return None
+    declared = schema.get("$schema")
+    if isinstance(declared, str) and declared in _DRAFT_OF:
+        # a subschema in another draft (as _some_item_in_draft4 makes): negated in that draft, and its
+        # negation declared in it too
+        draft4 = _DRAFT_OF[declared] == 4
+        out = negate({k: v for k, v in schema.items() if k != "$schema"}, resolve, depth, asserted_formats,
+                     refused_formats, not draft4)
+        return out if not isinstance(out, dict) else {"$schema": declared, "allOf": [out]}
     s = _no_keys_as_count({k: v for k, v in schema.items() if k in VALIDATION_KEYS})
     if not s:
         return False
@@ -206,13 +230,25 @@ def negate(schema: Any, resolve: Callable[[str], Any | None], depth: int = 0,
         if f in asserted_formats:
             parts.append({"not": {"format": f}})
         handled.add("format")
-    for k, other in _NUMBER_BOUND_COMPLEMENT.items():
-        if k in s:
-            v = s[k]
-            if isinstance(v, bool) or not isinstance(v, (int, float)):
-                return None  # draft-04 boolean exclusive bounds
-            parts.append({"type": "number", other: v})
-            handled.add(k)
+    if with_contains:
+        for k, other in _NUMBER_BOUND_COMPLEMENT.items():
+            if k in s:
+                v = s[k]
+                if isinstance(v, bool) or not isinstance(v, (int, float)):
+                    return None  # draft-04 boolean exclusive bounds in a later draft
+                parts.append({"type": "number", other: v})
+                handled.add(k)
+    else:  # draft-04: an exclusive bound is a flag beside its bound, and so is its complement's
+        for k, other in (("minimum", "maximum"), ("maximum", "minimum")):
+            flag, other_flag = "exclusive" + k[0].upper() + k[1:], "exclusive" + other[0].upper() + other[1:]
+            v, excl = s.get(k), s.get(flag, False)
+            if not isinstance(excl, bool) or (flag in s and k not in s):
+                return None
+            if k in s:
+                if isinstance(v, bool) or not isinstance(v, (int, float)):
+                    return None
+                parts.append({"type": "number", other: v} if excl else {"type": "number", other: v, other_flag: True})
+            handled |= {k, flag} & set(s)
     for k, (typ, other, shift) in _COUNT_BOUNDS.items():
         if k in s:
             v = s[k]
@@ -234,12 +270,12 @@ def negate(schema: Any, resolve: Callable[[str], Any | None], depth: int = 0,
             if n is not False:
                 parts.append({"type": "object", "required": [key], "properties": {key: n}})
         handled.add("properties")
-    if "items" in s and isinstance(s["items"], (dict, bool)) and "prefixItems" not in s and with_contains:
+    if "items" in s and isinstance(s["items"], (dict, bool)) and "prefixItems" not in s:
         n = neg(s["items"])  # every item matches -> some item does not
         if n is None:
             return None
         if n is not False:
-            parts.append({"type": "array", "contains": n})
+            parts.append({"type": "array", "contains": n} if with_contains else _some_item_in_draft4(n))
         handled.add("items")
     if "contains" in s and not {"minContains", "maxContains"} & set(s):
         n = neg(s["contains"])  # some item matches -> none does

@@ -98,6 +98,17 @@ def test_an_enum_number_in_any_positional_spelling(checker):
     assert check_case(case, checker)["status"] == "ok"
 
 
+def test_an_instance_is_judged_as_the_number_its_text_spells(checker):
+    """Found by the seed-29 campaign (schema-random-29-8473): hypothesis drew the float
+    5.439717815225837e16, exactly 54397178152258368, a multiple of 7; written positionally from its
+    shortest digits it is 54397178152258370, which is not, and the engine rightly refused that text.
+    The harness now asks jsonschema about the value the text spells."""
+    case = {"id": "float-spelling", "kind": "schema-random",
+            "source": {"not": {"not": {"type": "integer", "minimum": 2.5, "multipleOf": 7}}},
+            "instances": [5.439717815225837e16, 14, 15]}
+    assert check_case(case, checker)["status"] == "ok"
+
+
 def test_drawing_instances_stops_even_when_the_first_alarm_is_swallowed(monkeypatch):
     """The fuzz campaign's one unreproduced hang printed the harness's own time-out alarm escaping from
     inside hypothesis: a one-shot alarm that hypothesis (or a strategy) catches leaves the draw

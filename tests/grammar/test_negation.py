@@ -55,6 +55,20 @@ def test_booleans_and_what_cannot_be_negated():
     assert negate(True, lambda r: None) is False and negate(False, lambda r: None) is True
     assert negate({"$ref": "#/$defs/x"}, lambda r: None) is None  # a ref that cannot be followed
     assert negate({"additionalProperties": {"type": "string"}, "maximum": 3}, lambda r: None) is None  # some key
-    assert negate({"items": {"type": "string"}}, lambda r: None, with_contains=False) is None  # draft-04
     assert negate({"patternProperties": {"^a": {"type": "string"}}}, lambda r: None) is None  # a key with its value
     assert is_simple_not({"type": "string"}) and not is_simple_not({"properties": {"a": {}}})
+
+
+@pytest.mark.parametrize("schema", [{"items": {"type": "integer", "maximum": 3}}, {"type": "array", "items": {"not": {}}},
+                                    {"items": {"items": {"type": "string"}}},
+                                    {"items": {"minimum": 2, "exclusiveMinimum": True, "maximum": 4}},
+                                    {"minimum": 1, "maximum": 3, "exclusiveMaximum": True}])
+def test_items_negate_in_draft_4_without_contains(schema):
+    """Draft-04 has no ``contains``: "some item fails" is a draft-07 subschema whose ``contains`` reads
+    the item's negation as draft-04 again, exclusive bounds as draft-04 flags.  (The negation is always a
+    subschema: a ``$schema`` at the root of an explicitly draft-04 validator would not switch it.)"""
+    neg = negate(schema, lambda ref: None, with_contains=False)
+    assert neg is not None
+    a, b = jsonschema.Draft4Validator(schema), jsonschema.Draft4Validator({"allOf": [neg]})
+    for x in INSTANCES + [[3], [2], [4, 1], [["a"]], [["a", 1]], [[]], 3, 4, 1.5, [2.5], [4.5]]:
+        assert a.is_valid(x) != b.is_valid(x), (schema, neg, x)

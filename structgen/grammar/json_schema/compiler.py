@@ -47,6 +47,7 @@ class SchemaCompiler(LogicMixin, FiniteValuesMixin, StringsMixin, NumbersMixin, 
         self._combinator_depth = 0
         self._check_frames: list[list[str]] = []  # per value() being compiled: keywords left to a check
         self._branch_work = 0  # anyOf/oneOf branches compiled so far (bounded: MAX_BRANCH_CONJUNCTIONS)
+        self._join: tuple[str, int] | None = None  # the outermost oneOf being joined, its branch-work bound
         self._rules: dict[tuple, str] = {}
         self._terms: dict[tuple, Sym] = {}
         self._validator = None

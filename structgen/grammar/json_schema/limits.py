@@ -34,6 +34,9 @@ MAX_COMBINATOR_DEPTH = 64
 #: branch of one is compiled with each branch of the next), which grows exponentially
 #: (past it, the schema is compiled again without distributing them: see schema_to_ir)
 MAX_BRANCH_CONJUNCTIONS = 5_000
+#: ... of which one overlapping oneOf, its branches joined with the others' negations, may take; past
+#: it, that oneOf is checked instead (a compile again: see schema_to_ir)
+MAX_JOIN_CONJUNCTIONS = 200
 
 
 DEFAULT_MAX_WHITESPACE = 16

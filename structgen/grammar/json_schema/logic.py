@@ -269,6 +269,9 @@ class LogicMixin:
                     elif kw == "oneOf" and len(branches) > 1:
                         joined = self.exclusive_branches(n, branches)
                         if joined is not branches:
+                            outer = self._join
+                            if outer is None:  # the branch work this join (and any inside it) may take
+                                self._join = (n.ptr, self._branch_work + limits.MAX_JOIN_CONJUNCTIONS)
                             try:
                                 return self.branch_union(n, kw, joined, others)
                             except UnsupportedFeature as e:
@@ -276,6 +279,8 @@ class LogicMixin:
                                 # many keys, ...): compile again with this oneOf as anyOf over its
                                 # branches as written, checked as the value completes (schema_to_ir)
                                 raise JoinFailed(n.ptr) from e
+                            finally:
+                                self._join = outer
                     return self.branch_union(n, kw, branches, others)
         return self.typed(nodes)
 
@@ -292,6 +297,8 @@ class LogicMixin:
         try:
             for j, b in enumerate(branches):
                 self._branch_work += 1
+                if self._join is not None and self._branch_work > self._join[1]:
+                    raise JoinFailed(self._join[0])  # that oneOf's joins distribute too far: checked
                 if self._branch_work > limits.MAX_BRANCH_CONJUNCTIONS:
                     raise BranchBudget()
                 e = self.value(others + [n.child(b, f"{n.ptr}/{kw}/{j}")])

@@ -794,6 +794,24 @@ def test_a_one_of_whose_joined_branches_hold_too_much_is_checked_not_refused(com
         assert accepts(comp, schema, v, property_order="any") == validator.is_valid(v), v
 
 
+def test_a_one_of_whose_joins_distribute_too_far_is_checked_alone(comp, monkeypatch):
+    """Joined branches are bounded (MAX_JOIN_CONJUNCTIONS): past it that oneOf is checked, and only it --
+    the schema is not compiled loosely as a whole (an anyOf beside it keeps its automaton)."""
+    from structgen.grammar.json_schema import limits
+
+    monkeypatch.setattr(limits, "MAX_JOIN_CONJUNCTIONS", 2)
+    closed = [{"type": "object", "properties": {"a": {"type": "integer"}, k: {}}, "additionalProperties": False}
+              for k in "bcd"]
+    schema = {"type": "object", "properties": {"u": {"oneOf": closed},
+                                               "w": {"anyOf": [{"type": "integer"}, {"type": "string"}]}}}
+    g = comp.compile_json_schema(schema, property_order="any")
+    assert "#/properties/u" in g.checks.describe() and "#/properties/w" not in g.checks.describe()
+    validator = jsonschema.Draft202012Validator(schema)
+    for v in [{"u": {"a": 1}}, {"u": {"b": 1}}, {"u": {"b": 1, "c": 2}}, {"u": {"e": 1}}, {"w": 1}, {"w": None},
+              {"u": {"d": [], "a": 2}, "w": "s"}]:
+        assert accepts(comp, schema, v, property_order="any") == validator.is_valid(v), v
+
+
 # a schema-form dependency over values (as in MaskBench's o12175: `format` decides what `type` may be)
 KIND_BY_FORMAT = {"type": "object", "properties": {"type": {"type": "string"}, "format": {"type": "string"}},
                   "dependencies": {"format": {"oneOf": [
