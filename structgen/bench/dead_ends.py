@@ -30,7 +30,7 @@ from typing import Any
 
 from .fuzz import mask_ids
 
-__all__ = ["run_dead_ends", "format_dead_ends", "CHECK_KEYWORDS", "check_heavy_rows", "compiles_with_checks"]
+__all__ = ["run_dead_ends", "format_dead_ends", "CHECK_KEYWORDS", "check_heavy_rows", "grammar_with_checks"]
 
 CHECK_KEYWORDS = ("uniqueItems", "oneOf", "dependentSchemas", "dependencies", "not", "contains")
 
@@ -58,14 +58,15 @@ def check_heavy_rows(rng: random.Random, max_schema_chars: int | None = None) ->
     return rows
 
 
-def compiles_with_checks(comp, schema) -> bool:
-    """Whether ``schema`` compiles and its grammar keeps checks at value boundaries."""
+def grammar_with_checks(comp, schema):
+    """``schema``'s grammar when it compiles and keeps checks at value boundaries, else None."""
     from ..errors import StructgenError
 
     try:
-        return bool(comp.compile_json_schema(schema).checks)
+        g = comp.compile_json_schema(schema)
     except StructgenError:
-        return False
+        return None
+    return g if g.checks else None
 
 
 def _walk(m, info, eos: set, rng: random.Random, max_steps: int, steer_after: int, no_backslash: bool) -> str:
@@ -171,9 +172,9 @@ def run_dead_ends(*, corpus: str = "maskbench", schemas: int = 40, walks: int = 
             break
         if model is not None and len(json.dumps(schema)) > max_schema_chars:
             continue  # the prompt carries the schema: keep prefills short
-        if not compiles_with_checks(comp, schema):
+        g = grammar_with_checks(comp, schema)
+        if g is None:
             continue
-        g = comp.compile_json_schema(schema)  # the compiler's cache holds it
         counts["schemas"] += 1
         bar.update(1)
         for w in range(walks):

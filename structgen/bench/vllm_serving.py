@@ -131,11 +131,11 @@ def check_cases(n: int, samples: int, seed: int = 0, max_schema_chars: int = 300
 
     from ..compiler import GrammarCompiler
     from ..tokenizer import load_tokenizer_info
-    from .dead_ends import check_heavy_rows, compiles_with_checks
+    from .dead_ends import check_heavy_rows, grammar_with_checks
 
     comp = GrammarCompiler(load_tokenizer_info("smollm2"), cache_size=4, compile_timeout=20)
     picked = list(itertools.islice((r for r in check_heavy_rows(random.Random(seed), max_schema_chars)
-                                    if compiles_with_checks(comp, r["schema"])), n))
+                                    if grammar_with_checks(comp, r["schema"]) is not None), n))
     return [{"id": f"{r['id']}#{k}", "dataset": "maskbench-checks", "schema": r["schema"], "seed": k}
             for k in range(samples) for r in picked]
 

@@ -80,9 +80,9 @@ def _no_keys_as_count(s: dict) -> dict:
 
 _DRAFT4 = "http://json-schema.org/draft-04/schema#"
 _DRAFT7 = "http://json-schema.org/draft-07/schema#"
-#: the ``$schema`` values negation reads a subschema's draft from (those it writes, and their spellings)
-_DRAFT_OF = {_DRAFT4: 4, _DRAFT4[:-1]: 4, _DRAFT7: 7, _DRAFT7[:-1]: 7,
-             "http://json-schema.org/draft-06/schema#": 6, "http://json-schema.org/draft-06/schema": 6}
+#: draft-04's bounds: (bound, its exclusive flag, the complement's bound, the complement's flag)
+_DRAFT4_BOUNDS = (("minimum", "exclusiveMinimum", "maximum", "exclusiveMaximum"),
+                  ("maximum", "exclusiveMaximum", "minimum", "exclusiveMinimum"))
 
 
 def _some_item_in_draft4(n: Any) -> dict:
@@ -171,14 +171,16 @@ def negate(schema: Any, resolve: Callable[[str], Any | None], depth: int = 0,
         return True
     if not isinstance(schema, dict):
         return None
-    declared = schema.get("$schema")
-    if isinstance(declared, str) and declared in _DRAFT_OF:
-        # a subschema in another draft (as _some_item_in_draft4 makes): negated in that draft, and its
-        # negation declared in it too
-        draft4 = _DRAFT_OF[declared] == 4
-        out = negate({k: v for k, v in schema.items() if k != "$schema"}, resolve, depth, asserted_formats,
-                     refused_formats, not draft4)
-        return out if not isinstance(out, dict) else {"$schema": declared, "allOf": [out]}
+    if "$schema" in schema:
+        from .json_schema.input import subschema_draft
+
+        draft = subschema_draft(schema, None)
+        if draft in (4, 6, 7):
+            # a subschema in another draft (as _some_item_in_draft4 makes): negated in that draft, and
+            # its negation declared in it too
+            out = negate({k: v for k, v in schema.items() if k != "$schema"}, resolve, depth, asserted_formats,
+                         refused_formats, draft != 4)
+            return out if not isinstance(out, dict) else {"$schema": schema["$schema"], "allOf": [out]}
     s = _no_keys_as_count({k: v for k, v in schema.items() if k in VALIDATION_KEYS})
     if not s:
         return False
@@ -239,8 +241,7 @@ def negate(schema: Any, resolve: Callable[[str], Any | None], depth: int = 0,
                 parts.append({"type": "number", other: v})
                 handled.add(k)
     else:  # draft-04: an exclusive bound is a flag beside its bound, and so is its complement's
-        for k, other in (("minimum", "maximum"), ("maximum", "minimum")):
-            flag, other_flag = "exclusive" + k[0].upper() + k[1:], "exclusive" + other[0].upper() + other[1:]
+        for k, flag, other, other_flag in _DRAFT4_BOUNDS:
             v, excl = s.get(k), s.get(flag, False)
             if not isinstance(excl, bool) or (flag in s and k not in s):
                 return None

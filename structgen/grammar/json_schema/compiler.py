@@ -11,6 +11,7 @@ from ...errors import SchemaError, UnsatisfiableSchema, UnsupportedFeature
 from ..formats import FORMAT_REGEXES, UNSUPPORTED_FORMATS
 from ...automata.fsa import DFA, literal_dfa, literal_set_dfa
 from ..ir import Alt, Expr, FollowCondition, GrammarIR, Sym, alt
+from ..negation import is_some_key_not
 from ..presence import eval_presence
 from .arrays import ArraysMixin
 from .checks import SchemaCheck
@@ -387,7 +388,7 @@ class SchemaCompiler(LogicMixin, FiniteValuesMixin, StringsMixin, NumbersMixin, 
                 if sub["format"] not in UNSUPPORTED_FORMATS or self.opts.format == "annotate":
                     excluded_types.update(TYPES)  # a format read as an annotation: every value has it
                     return
-            if keys == {"propertyNames"}:
+            if is_some_key_not(sub):
                 excluded_types.update(set(TYPES) - {"object"})  # no key fails propertyNames in a non-object
                 return  # object() counts the keys that fail it (or leaves the object to a check)
             if keys == {"multipleOf"}:
@@ -415,21 +416,16 @@ def schema_to_ir(schema, opts: SchemaOptions) -> tuple[GrammarIR, Any]:
         raise SchemaError(f"a schema must be an object or a boolean, not {type(schema).__name__}")
     check_schema(schema)
     loose_joins: set[str] = set()
-    while True:
+    for _ in range(MAX_JOIN_RETRIES + 1):
         c = SchemaCompiler(schema, opts, loose_joins=frozenset(loose_joins))
         try:
-            ir = c.compile()
-            break
+            return c.compile(), c.validator()
         except JoinFailed as e:  # that oneOf checked instead, the rest as before
             loose_joins.add(e.ptr)
-            if len(loose_joins) <= MAX_JOIN_RETRIES:
-                continue
         except BranchBudget:
-            pass
-        # nested anyOf/oneOf distribute into too many conjunctions (or too many oneOfs failed their
-        # joins): every anyOf/oneOf of the schema is over-approximated by the value without it and
-        # checked as that value completes (or refused)
-        c = SchemaCompiler(schema, opts, loose_branches=True)
-        ir = c.compile()
-        break
-    return ir, c.validator()
+            break
+    # nested anyOf/oneOf distribute into too many conjunctions (or too many oneOfs failed their joins):
+    # every anyOf/oneOf of the schema is over-approximated by the value without it and checked as that
+    # value completes (or refused)
+    c = SchemaCompiler(schema, opts, loose_branches=True)
+    return c.compile(), c.validator()

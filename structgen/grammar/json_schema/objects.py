@@ -10,13 +10,13 @@ from typing import Any
 from ...errors import GrammarError, SchemaError, UnsupportedFeature
 from ...automata.fsa import DFA, difference, difference_literals, intersect, union
 from ..ir import Expr, Graph, alt, seq
-from ..negation import negate
+from ..negation import is_some_key_not, negate
 from ..json_strings import literal_strings, string_dfa, string_forms
 from ..presence import eval_presence, presence_keys
 from ..regex import python_regex
 from .checks import KeySetCheck
 from .json_values import NOT_FINITE, check_pattern, pattern_search, tighten_counts
-from .limits import (ANNOTATIONS, ANY_ORDER_MAX_TRACKED, ANY_ORDER_TRACK_ALL, MAX_GRAPH_STATES,
+from .limits import (ANY_ORDER_MAX_TRACKED, ANY_ORDER_TRACK_ALL, MAX_GRAPH_STATES,
                      MAX_KEY_REGIONS, MAX_SOME_KEYS)
 from .refs import SchemaNode, escape_pointer
 
@@ -79,8 +79,7 @@ class ObjectsMixin:
             minp, maxp = tighten_counts(s, n, minp, maxp, "minProperties", "maxProperties")
             if "propertyNames" in s:
                 names_nodes.append(n.child(s["propertyNames"], f"{n.ptr}/propertyNames"))
-            negated = s.get("not")
-            if isinstance(negated, dict) and {k for k in negated if k not in ANNOTATIONS} == {"propertyNames"}:
+            if is_some_key_not(s.get("not")):
                 some_keys.append(n)
         some = [self.some_key_schema(n) for n in some_keys]
         if some_keys and maxp is not None and maxp <= 1 and None not in some:
