@@ -407,9 +407,11 @@ def _add_bench_grammar(bench_sub) -> None:
     r.set_defaults(func=_run_bench_regex)
     x = bench_sub.add_parser("dead-ends", help="walks with rollback off: how often nothing is allowed before the end",
                              description="Random walks over the Matcher's mask (no token ever taken back, as in "
-                                         "vLLM) on check-heavy MaskBench schemas or uniqueItems arrays of short "
-                                         "strings; counts the walks that reach a state with no token allowed.")
-    x.add_argument("--corpus", choices=("maskbench", "unique"), default="maskbench")
+                                         "vLLM) on check-heavy MaskBench schemas, uniqueItems arrays of short "
+                                         "strings, or MaskBench strings whose length bounds the mask counts "
+                                         "(lengths: each walk also run without the counting); counts the walks "
+                                         "that reach a state with no token allowed.")
+    x.add_argument("--corpus", choices=("maskbench", "unique", "lengths"), default="maskbench")
     x.add_argument("--schemas", type=int, default=40)
     x.add_argument("--walks", type=int, default=4, help="walks per schema (default 4)")
     x.add_argument("--seed", type=int, default=0)

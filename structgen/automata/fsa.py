@@ -107,7 +107,7 @@ class DFA:
 
     #: tables built on first use and kept on the automaton (by this module and the engine)
     KEPT = ("_dist", "_range_edges", "_depth_cache", "_kernel_parts", "_start_free", "_boundary",
-            "_class_counted", "_boundary_counts")
+            "_class_counted", "_boundary_counts", "_char_counts")
 
     def keep(self, name: str, value):
         """Attach a table built from this automaton (one of :attr:`KEPT`) and return it; byte-bounded

@@ -11,6 +11,10 @@ Walks draw uniformly from the Matcher's mask (EOS aside), steer towards the end 
 * ``unique``: arrays of short strings with ``uniqueItems`` (lengths 1-3, alphabets of 2, 3 and 26
   letters), the dead end the mask's lookahead was built for; tokens with a backslash are not drawn
   there (walks keep to one spelling per item).
+* ``lengths``: MaskBench dev schemas with a string whose pattern or format is too large an automaton
+  beside its length bounds, so that the mask counts the characters (``structgen.engine.char_bounds``);
+  each walk runs twice from the same seed, with the counting and without it (the check at the
+  closing quote alone, as before it existed), and both counts are reported.
 
 With ``sampler="model"`` the walks are the real model's: ``generate_json`` on the embedded SmolLM2
 at temperature 1 (one seed per walk, JSON whitespace as a server allows it, 256 tokens) with the
@@ -58,12 +62,29 @@ def check_heavy_rows(rng: random.Random, max_schema_chars: int | None = None) ->
     return rows
 
 
+def _length_rows(rng: random.Random) -> list[dict]:
+    """MaskBench dev rows whose text names a length bound beside a pattern or format (shuffled)."""
+    from .fuzz_cases import load_maskbench_rows
+    from .maskbench import default_data_path
+
+    rows = []
+    for r in load_maskbench_rows(default_data_path()):
+        text = json.dumps(r["schema"])
+        if ("maxLength" in text or "minLength" in text) and ('"pattern"' in text or '"format"' in text):
+            rows.append(r)
+    rng.shuffle(rows)
+    return rows
+
+
 def grammar_with_checks(comp, schema):
-    """``schema``'s grammar when it compiles and keeps checks at value boundaries, else None."""
+    """``schema``'s grammar when it compiles (its first lexer too) and keeps checks at value
+    boundaries, else None."""
+    from ..engine.matcher import Matcher
     from ..errors import StructgenError
 
     try:
         g = comp.compile_json_schema(schema)
+        Matcher(g)  # the first lexer is built here: one too large is refused like a compile
     except StructgenError:
         return None
     return g if g.checks else None
@@ -161,9 +182,16 @@ def run_dead_ends(*, corpus: str = "maskbench", schemas: int = 40, walks: int = 
     info = load_tokenizer_info(tokenizer)
     eos = set(info.eos_ids)
     comp = GrammarCompiler(info, cache_size=4, compile_timeout=20)
-    pool = _unique_schemas() if corpus == "unique" else [(r["id"], r["schema"]) for r in check_heavy_rows(rng)]
+    if corpus not in ("maskbench", "unique", "lengths"):
+        raise ValueError(f"corpus must be 'maskbench', 'unique' or 'lengths', not {corpus!r}")
+    if corpus == "unique":
+        pool = _unique_schemas()
+    else:
+        pool = [(r["id"], r["schema"]) for r in (_length_rows(rng) if corpus == "lengths" else check_heavy_rows(rng))]
     counts = {"schemas": 0, "walks": 0, "done": 0, "cut": 0, "budget": 0, "dead": 0, "refused": 0, "invalid": 0,
               "other": 0}
+    if corpus == "lengths":
+        counts["dead_uncounted"] = 0
     dead: list[dict] = []
     t0 = time.perf_counter()
     bar = tqdm(total=min(schemas, len(pool)), desc=f"dead-ends {corpus}", unit="schema")
@@ -173,7 +201,7 @@ def run_dead_ends(*, corpus: str = "maskbench", schemas: int = 40, walks: int = 
         if model is not None and len(json.dumps(schema)) > max_schema_chars:
             continue  # the prompt carries the schema: keep prefills short
         g = grammar_with_checks(comp, schema)
-        if g is None:
+        if g is None or corpus == "lengths" and not g.char_bounds:
             continue
         counts["schemas"] += 1
         bar.update(1)
@@ -181,8 +209,20 @@ def run_dead_ends(*, corpus: str = "maskbench", schemas: int = 40, walks: int = 
             if model is not None:
                 how, tail = _generate(model, schema, seed * 1000 + w, max_tokens)
             else:
+                if corpus == "lengths":  # the same walk without the counting first: what it prevents
+                    bounds, g.char_bounds = g.char_bounds, {}
+                    try:
+                        walk_seed = rng.random()
+                        m = Matcher(g)
+                        if _walk(m, info, eos, random.Random(walk_seed), max_steps, steer_after, False) == "dead":
+                            counts["dead_uncounted"] += 1
+                    finally:
+                        g.char_bounds = bounds
+                    walk_rng = random.Random(walk_seed)
+                else:
+                    walk_rng = rng
                 m = Matcher(g)
-                how = _walk(m, info, eos, rng, max_steps, steer_after, corpus == "unique")
+                how = _walk(m, info, eos, walk_rng, max_steps, steer_after, corpus == "unique")
                 tail = m.output_bytes()[-120:].decode("utf-8", "replace")
             counts["walks"] += 1
             counts[how if how in counts else "other"] += 1
@@ -200,6 +240,9 @@ def format_dead_ends(res: dict) -> str:
              f"| {res['corpus']} (seed {res['seed']}) | {res['sampler']} | {res['schemas']} | {res['walks']} | "
              f"{res['done']} | {res['cut']} | {res['budget']} | {res['refused']} | {res['invalid']} | {res['other']} | "
              f"**{res['dead']}** |"]
+    if "dead_uncounted" in res:
+        lines.append(f"\nThe same walks without counting the characters (the check at the closing quote alone): "
+                     f"**{res['dead_uncounted']}** dead ends.")
     for d in res["dead_ends"][:12]:
         lines.append(f"- {d['schema']} ({d['outcome']}): ...{d['tail']!r}")
     return "\n".join(lines)

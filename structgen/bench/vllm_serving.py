@@ -88,7 +88,7 @@ def _stream_request(base: str, schema: Any, max_tokens: int, temperature: float 
     req = urllib.request.Request(base + "/v1/chat/completions", json.dumps(body).encode(),
                                  {"Content-Type": "application/json"})
     t0 = time.perf_counter()
-    ttft, parts, tokens, finish = None, [], 0, None
+    ttft, parts, tokens, finish, rid = None, [], 0, None, None
     try:
         with urllib.request.urlopen(req, timeout=900) as r:
             for line in r:
@@ -96,9 +96,11 @@ def _stream_request(base: str, schema: Any, max_tokens: int, temperature: float 
                 if not line.startswith(b"data: ") or line == b"data: [DONE]":
                     continue
                 chunk = json.loads(line[6:])
+                rid = rid or chunk.get("id")
                 if isinstance(chunk.get("error"), dict):  # a streamed request refused after its headers
                     err = chunk["error"]
-                    return {"status": int(err.get("code") or 500), "error": str(err.get("message"))[:300]}
+                    return {"status": int(err.get("code") or 500), "error": str(err.get("message"))[:300],
+                            "request_id": rid}
                 for c in chunk.get("choices") or []:
                     piece = (c.get("delta") or {}).get("content")
                     if piece:
@@ -112,7 +114,7 @@ def _stream_request(base: str, schema: Any, max_tokens: int, temperature: float 
     except OSError as e:
         return {"status": 0, "error": f"{type(e).__name__}: {e}"[:300]}
     return {"status": 200, "text": "".join(parts), "tokens": tokens, "ttft_s": ttft,
-            "latency_s": time.perf_counter() - t0, "finish": finish}
+            "latency_s": time.perf_counter() - t0, "finish": finish, "request_id": rid}
 
 
 def _pct(xs: list[float], q: float) -> float | None:
@@ -169,6 +171,10 @@ def run_backend(python: str, model: str, backend: str, cases: list[dict], *, con
         records: list[dict] = [{} for _ in cases]
         done = [0]
         lock = threading.Lock()
+        # each request as it completes (the server log names failures by request id; a run stopped
+        # early still says which schemas they were)
+        progress = out_dir / f"requests-{backend}.jsonl"
+        progress.write_text("")
 
         def one(i: int) -> None:
             # no per-request seed: vLLM's CPU build fails a batch whose request carries one ("CPU Generator
@@ -179,6 +185,9 @@ def run_backend(python: str, model: str, backend: str, cases: list[dict], *, con
             res["id"] = cases[i]["id"]
             records[i] = res
             with lock:
+                with progress.open("a") as f:
+                    f.write(json.dumps({k: v for k, v in res.items() if k != "text"} | {"tail": res.get("text", "")[-80:]})
+                            + "\n")
                 done[0] += 1
                 if done[0] % 16 == 0 or done[0] == len(cases):
                     echo(f"{backend}: {done[0]}/{len(cases)} requests")

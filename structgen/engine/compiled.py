@@ -114,6 +114,9 @@ class CompiledGrammar:
         # them all (see Lexer), so the sets of keys left share one lexer and its walks
         self.key_families = {term_index[d]: frozenset(term_index[k] for k in keys)
                              for d, keys in ir.key_families.items()}
+        # JSON string terminals whose length bounds their automata do not hold: counted by the mask
+        # (structgen.engine.char_bounds)
+        self.char_bounds = {term_index[n]: t.char_bounds for n, t in ir.terminals.items() if t.char_bounds is not None}
         # configuration -> lexer id, allowed terminals -> lexer id (ints: the dicts stay untracked
         # by the garbage collector, which a cached grammar's thousands of entries would cost)
         self._lexer_of: dict[int, int] = {}

@@ -25,7 +25,7 @@ import numpy as np
 
 from ..automata.fsa import DFA
 
-__all__ = ["CountedStrings", "counted_strings", "boundary_counts", "class_counted"]
+__all__ = ["CountedStrings", "counted_strings", "boundary_counts", "class_counted", "json_string_automaton"]
 
 #: Tokens start at most this many characters (a token is at most 128 bytes in practice); larger
 #: budgets behave alike.
@@ -165,15 +165,20 @@ def use_string_automata(json_string: Callable[[], DFA], class_string: Callable[[
     _string_automata["class_string"] = class_string
 
 
+def json_string_automaton() -> DFA | None:
+    """The unbounded JSON string automaton (None when none was named: :func:`use_string_automata`)."""
+    make = _string_automata.get("json_string")
+    return None if make is None else make()
+
+
 def counted_strings(trie, base: DFA | None = None) -> CountedStrings | None:
     """The counted walk of ``base`` (default: the unbounded JSON string) for this trie
     (built on first use; the default one is kept for the process); None when no string
     automaton was named (:func:`use_string_automata`)."""
     if base is None:
-        make = _string_automata.get("json_string")
-        if make is None:
+        base = json_string_automaton()
+        if base is None:
             return None
-        base = make()
     key = (trie.uid, base.uid)
     with _lock:
         hit = _by_trie.get(key)

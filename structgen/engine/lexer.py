@@ -250,6 +250,16 @@ class LexerCore:
                 return self.dfas[j], start
         return None
 
+    def single_live(self, state: int) -> tuple[int, int] | None:
+        """(DFA index, sub-state) when exactly one automaton is alive in ``state``, else None."""
+        if state < self._n_prod:
+            a, b = int(self._ptr[state]), int(self._ptr[state + 1])
+            return (int(self._ent_j[a]), int(self._ent_s[a])) if b - a == 1 else None
+        for start, j in reversed(self.blocks):
+            if state >= start:
+                return j, state - start
+        return None
+
     def live_entries(self, state: int) -> list[tuple[int, int]]:
         """(DFA index, sub-state) of each automaton alive in product state ``state``."""
         a, b = int(self._ptr[state]), int(self._ptr[state + 1])

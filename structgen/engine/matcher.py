@@ -11,6 +11,7 @@ import itertools
 import numpy as np
 
 from .compiled import CompiledGrammar
+from .char_bounds import char_bounds_mask
 from .checks import CheckRun, can_end_checked
 from .exact_masks import exact_mask
 from .json_tracker import EMPTY_TRACKER
@@ -146,6 +147,8 @@ class Matcher:
         if memo is not None and memo[0] == self._step:
             return memo[1]
         m = exact_mask(self.grammar, self._state, self._tracker, self._out, m)
+        if self.grammar.char_bounds:
+            m = char_bounds_mask(self.grammar, self._state, self._tracker, self._out, m)
         if self.grammar.can_end(*self._state) and not self.is_accepting():
             m = m.copy()  # the automaton could end here, but the pending value fails its check
             for e in self.grammar.eos_ids:

@@ -152,7 +152,9 @@ class Terminal:
     terminal split by the indentation column its lexeme ends at, is lexed as several parts.
     ``follow``: the condition every lexeme of this part must meet (None: none).  ``column``: the
     indentation column of a newline part.  ``lexable=False``: a ``%declare``d terminal, fed by a
-    post-lexer (the indenter), never lexed."""
+    post-lexer (the indenter), never lexed.  ``char_bounds``: ``(lo, hi)`` characters a JSON string
+    lexeme must hold where its DFA does not count them (the product with the bound was too large):
+    the engine's masks count them instead (``structgen.engine.char_bounds``)."""
 
     name: str
     dfa: DFA
@@ -161,6 +163,7 @@ class Terminal:
     follow: FollowCondition | None = None
     column: int | None = None
     lexable: bool = True
+    char_bounds: tuple[int, int] | None = None
 
 
 @dataclass(frozen=True)
@@ -290,7 +293,7 @@ class GrammarIR:
         for n, t in other.terminals.items():
             self.terminals[new[n]] = Terminal(new[n], t.dfa, t.ignore and gap is None,
                                               None if t.lexeme_of is None else new[t.lexeme_of], t.follow, t.column,
-                                              t.lexable)
+                                              t.lexable, t.char_bounds)
         for c in other.checks:
             c2 = copy.copy(c)
             c2.rule = new[c.rule]

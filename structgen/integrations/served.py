@@ -106,7 +106,11 @@ class ServedGrammar:
             if self._stopped:
                 return True  # tokens after the stop are the server's padding, not the grammar's business
             if not self._take(t):
-                logger.error("structgen: request %s: token %d refused after %d tokens", request_id, t, i)
+                m = self.matcher
+                logger.error("structgen: request %s: token %d refused after %d tokens (%s allowed there; output "
+                             "ends %r)", request_id, t, len(self._history),
+                             "tokens were" if m.next_token_mask().any() else "no token was",
+                             m.output_bytes()[-60:].decode("utf-8", "replace"))
                 return False
         return True
 

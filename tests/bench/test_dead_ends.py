@@ -16,3 +16,10 @@ def test_the_maskbench_corpus_walks_check_heavy_schemas():
     res = run_dead_ends(corpus="maskbench", schemas=2, walks=1, seed=0, max_steps=60, steer_after=20)
     assert res["schemas"] == 2 and res["walks"] == 2
     assert res["done"] + res["cut"] + res["dead"] == 2
+
+
+def test_the_lengths_corpus_runs_each_walk_with_and_without_counting():
+    res = run_dead_ends(corpus="lengths", schemas=2, walks=2, seed=0, max_steps=80, steer_after=40)
+    assert res["schemas"] == 2 and res["walks"] == 4
+    assert res["dead"] == 0, res["dead_ends"]
+    assert "dead_uncounted" in res and "without counting" in format_dead_ends(res)

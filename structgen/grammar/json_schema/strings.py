@@ -49,6 +49,7 @@ class StringsMixin:
         if not patterns and not formats and not not_patterns and not not_formats and not [v for v in excluded if isinstance(v, str)] and (
                 lo > MAX_DIRECT_LENGTH or (hi is not None and hi > MAX_DIRECT_LENGTH)):
             return self.chunked_string(lo, hi)
+        char_bounds = None
         try:
             d = string_dfa(tuple(patterns), lo, hi, tuple(formats))
         except Exception as e:
@@ -67,9 +68,13 @@ class StringsMixin:
                                          ((), ()))):
                 try:  # the tightest over-approximation that compiles (dropping bounds, then patterns...)
                     d = string_dfa(tuple(approx[0]), 0, None, tuple(approx[1]))
-                    break
                 except (UnsupportedFeature, GrammarError):
                     continue
+                if approx == (exact, fmts) and (lo or hi is not None):
+                    # only the length was dropped (its product with the pattern or format is too large
+                    # for one automaton): the masks count the characters instead
+                    char_bounds = (lo, hi)
+                break
         for f in not_formats:
             d = difference(d, string_dfa(formats=(f,)))
         for p in not_patterns:
@@ -82,8 +87,11 @@ class StringsMixin:
             d = difference_literals(d, string_forms(ex))
         if d.is_empty():
             return None
-        return self.term(("string", tuple(patterns), lo, hi, tuple(formats), tuple(ex), tuple(not_patterns),
-                          tuple(not_formats)), d, "STR")
+        sym = self.term(("string", tuple(patterns), lo, hi, tuple(formats), tuple(ex), tuple(not_patterns),
+                         tuple(not_formats)), d, "STR")
+        if char_bounds is not None:
+            self.ir.terminals[sym.name].char_bounds = char_bounds
+        return sym
 
     def chunked_string(self, lo: int, hi: int | None) -> Expr | None:
         """A long length-bounded string: the lexer counts chunks of CHUNK_CHARS

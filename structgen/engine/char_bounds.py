@@ -1,0 +1,293 @@
+"""Length bounds a string's automaton does not hold, counted by the mask.
+
+``pattern: "^(?:\\S+\\s+){0,29}\\S+$"`` with ``maxLength: 300`` has no small DFA: the product of the
+pattern's automaton with a 300-character counter passes half a million states, so the front end
+keeps the pattern's automaton alone and marks the terminal with its bounds
+(``Terminal.char_bounds``), the value being checked where it closes.  A check only runs at the
+closing quote, though: a string that outgrew ``maxLength`` is a dead end by then (every closing
+quote refused, and no way back for a serving engine).
+
+So the mask counts instead.  The characters written so far in the string are counted from the
+output; one walk of the vocabulary from the lexer's sub-state records, per token, how many
+characters it starts before the string closes and the fewest characters the pattern needs after
+it (a shortest path in the pattern's automaton, a character weighing 1 and the bytes of one
+character 0).  A token is kept when that shortest completion still fits ``maxLength`` (and, if it
+closes the string, when the count lands within the bounds): exactly the tokens after which a
+valid string exists, wherever the shortest completion is not below ``minLength`` too.  The walk is
+cached per automaton state, so a step costs a count over the string so far and, near the bound,
+one vectorised filter.
+"""
+from __future__ import annotations
+
+import numba
+import numpy as np
+
+from ..automata.fsa import DFA
+from ..byte_lru import ByteLRU
+from .counted import json_string_automaton
+from .json_tracker import value_start
+
+__all__ = ["char_bounds_mask", "CharCounts"]
+
+_QUOTE = 0x22
+#: Fewest characters to close from a state that cannot close (never in a trimmed automaton).
+_NEVER = np.int32(1 << 30)
+#: Walks kept per process (one per automaton state a bounded string reached).
+WALKS = ByteLRU(16 << 20, name="engine.char_bounds.walks")
+
+
+@numba.njit(cache=True, nogil=True)
+def _pair_states(dtrans, dcm, btrans, bcm, reps, start, b_start):
+    """Each state of ``d`` paired with the JSON string automaton's state after the same bytes; ok is
+    False when a state is met with two partners (its bytes so far do not fix where characters
+    begin) or ``d`` allows a byte the JSON string does not."""
+    n = dtrans.shape[0]
+    pair = np.full(n, -1, dtype=np.int64)
+    pair[start] = b_start
+    stack = np.empty(n, dtype=np.int64)
+    stack[0] = start
+    top = 1
+    while top > 0:
+        top -= 1
+        s = stack[top]
+        a = pair[s]
+        for k in range(len(reps)):
+            b = reps[k]
+            t = dtrans[s, dcm[b]]
+            if t < 0:
+                continue
+            u = btrans[a, bcm[b]]
+            if u < 0:
+                return pair, False
+            if pair[t] < 0:
+                pair[t] = u
+                stack[top] = t
+                top += 1
+            elif pair[t] != u:
+                return pair, False
+    return pair, True
+
+
+@numba.njit(cache=True, nogil=True)
+def _fewest_chars(dtrans, dcm, accept, pair, reps, b_state):
+    """Per state: the fewest characters started before an accepting state (the closed string), by a
+    breadth-first search backwards whose edges weigh 1 where a character starts and 0 elsewhere."""
+    n = dtrans.shape[0]
+    r = len(reps)
+    # reverse edges in compressed rows: into[ptr[t]:ptr[t + 1]] are (source, weight) pairs
+    ptr = np.zeros(n + 1, dtype=np.int64)
+    for s in range(n):
+        for k in range(r):
+            t = dtrans[s, dcm[reps[k]]]
+            if t >= 0:
+                ptr[t + 1] += 1
+    for t in range(n):
+        ptr[t + 1] += ptr[t]
+    src = np.empty(ptr[n], dtype=np.int64)
+    wgt = np.empty(ptr[n], dtype=np.int32)
+    fill = ptr[:-1].copy()
+    for s in range(n):
+        for k in range(r):
+            b = reps[k]
+            t = dtrans[s, dcm[b]]
+            if t >= 0:
+                src[fill[t]] = s
+                wgt[fill[t]] = 1 if (pair[s] == b_state and b != 0x22) else 0
+                fill[t] += 1
+    md = np.full(n, 1 << 30, dtype=np.int32)
+    cur = np.empty(n * (r + 1) + 1, dtype=np.int64)  # a state enters a level at most once per edge
+    nxt = np.empty(n * (r + 1) + 1, dtype=np.int64)
+    n_cur = 0
+    for s in range(n):
+        if accept[s]:
+            md[s] = 0
+            cur[n_cur] = s
+            n_cur += 1
+    level = 0
+    while n_cur > 0:
+        n_nxt = 0
+        i = 0
+        while i < n_cur:  # the level grows as weight-0 edges reach new states
+            t = cur[i]
+            i += 1
+            if md[t] != level:
+                continue  # reached at a lower level since
+            for e in range(ptr[t], ptr[t + 1]):
+                s = src[e]
+                d = level + wgt[e]
+                if d < md[s]:
+                    md[s] = d
+                    if wgt[e] == 0:
+                        cur[n_cur] = s
+                        n_cur += 1
+                    else:
+                        nxt[n_nxt] = s
+                        n_nxt += 1
+        cur, nxt = nxt, cur
+        n_cur = n_nxt
+        level += 1
+    return md
+
+
+@numba.njit(cache=True, nogil=True)
+def _walk(node_byte, node_depth, node_end, tok_ptr, tok_ids, dtrans, dcm, closed, pair, md, b_state, start,
+          max_depth, tok_out, cnt_out, closed_out, md_out):
+    """Walk the trie from state ``start``: per token, the characters it starts before the string
+    closes, whether it closes it, and the fewest characters still needed after it (0 when closed)."""
+    state_at = np.empty(max_depth + 2, dtype=np.int32)
+    count_at = np.zeros(max_depth + 2, dtype=np.int32)
+    state_at[0] = start
+    n = 0
+    j = 1
+    end = node_end[0]
+    while j < end:
+        d = node_depth[j]
+        ps = state_at[d - 1]
+        pc = count_at[d - 1]
+        y = node_byte[j]
+        ns = dtrans[ps, dcm[y]]
+        if ns < 0:
+            j = node_end[j]
+            continue
+        nc = pc + 1 if (pair[ps] == b_state and y != 0x22) else pc
+        if closed[ns]:  # the string closed here: every token below writes nothing more into it
+            for p in range(tok_ptr[j], tok_ptr[node_end[j]]):
+                tok_out[n] = tok_ids[p]
+                cnt_out[n] = nc
+                closed_out[n] = True
+                md_out[n] = 0
+                n += 1
+            j = node_end[j]
+            continue
+        state_at[d] = ns
+        count_at[d] = nc
+        for p in range(tok_ptr[j], tok_ptr[j + 1]):
+            tok_out[n] = tok_ids[p]
+            cnt_out[n] = nc
+            closed_out[n] = False
+            md_out[n] = md[ns]
+            n += 1
+        j += 1
+    return n
+
+
+@numba.njit(cache=True, nogil=True)
+def _count_started(btrans, bcm, b_state, data):
+    """Characters started by ``data`` (string content after the opening quote)."""
+    a = b_state
+    c = 0
+    for i in range(len(data)):
+        y = data[i]
+        if a == b_state and y != 0x22:
+            c += 1
+        a = btrans[a, bcm[y]]
+        if a < 0:
+            return -1
+    return c
+
+
+class CharCounts:
+    """What counting needs of one string automaton: its states paired with the JSON string's (where
+    characters begin) and each state's fewest characters to the closing quote."""
+
+    __slots__ = ("dfa", "base", "b_state", "pair", "fewest", "closed", "_btrans", "_bcm")
+
+    def __init__(self, dfa: DFA, base: DFA):
+        self.dfa, self.base = dfa, base
+        q = base.classmap[_QUOTE]
+        self.b_state = int(base.trans[base.start, q])
+        dcm, bcm = dfa.classmap.tolist(), base.classmap.tolist()
+        reps = np.array(sorted({(dcm[b], bcm[b]): b for b in range(256)}.values()), dtype=np.int64)
+        dtrans = np.ascontiguousarray(dfa.trans, dtype=np.int32)
+        dcm64 = dfa.classmap.astype(np.int64)
+        self._btrans = np.ascontiguousarray(base.trans, dtype=np.int32)
+        self._bcm = base.classmap.astype(np.int64)
+        pair, ok = _pair_states(dtrans, dcm64, self._btrans, self._bcm, reps, int(dfa.start), int(base.start))
+        self.pair = pair if ok else None
+        self.fewest = _fewest_chars(dtrans, dcm64, np.ascontiguousarray(dfa.accept, dtype=np.bool_), pair, reps,
+                                    self.b_state) if ok else None
+        self.closed = np.ascontiguousarray(dfa.accept & (dfa.trans < 0).all(axis=1), dtype=np.bool_)
+
+    def started(self, content: bytes) -> int:
+        """Characters started by ``content`` (the string's bytes after its opening quote); -1 when
+        they are no JSON string prefix."""
+        return int(_count_started(self._btrans, self._bcm, self.b_state, np.frombuffer(content, dtype=np.uint8)))
+
+    def walk(self, trie, state: int) -> tuple:
+        """(token ids, characters each starts, closes the string, fewest characters after it,
+        largest open total, largest closing count, smallest closing count) from ``state``."""
+        key = (trie.uid, self.dfa.uid, state)
+        hit = WALKS.get(key)
+        if hit is None:
+            n_tok = len(trie.tok_ids)
+            tok = np.empty(n_tok, dtype=np.int32)
+            cnt = np.empty(n_tok, dtype=np.int32)
+            closed = np.empty(n_tok, dtype=np.bool_)
+            md = np.empty(n_tok, dtype=np.int32)
+            n = _walk(trie.node_byte, trie.node_depth, trie.node_end, trie.tok_ptr, trie.tok_ids,
+                      np.ascontiguousarray(self.dfa.trans, dtype=np.int32), self.dfa.classmap.astype(np.int64),
+                      self.closed, self.pair, self.fewest, self.b_state, int(state), trie.max_depth, tok, cnt,
+                      closed, md)
+            tok, cnt, closed, md = tok[:n].copy(), cnt[:n].copy(), closed[:n].copy(), md[:n].copy()
+            total = cnt[~closed] + md[~closed]
+            shut = cnt[closed]
+            hit = (tok, cnt, closed, md, int(total.max()) if len(total) else -1,
+                   int(shut.max()) if len(shut) else -1, int(shut.min()) if len(shut) else 1 << 30)
+            WALKS.put(key, hit)
+        return hit
+
+
+def char_counts(dfa: DFA) -> CharCounts | None:
+    """The automaton's :class:`CharCounts` (kept on it); None when its states do not fix where
+    characters begin, or no JSON string automaton was named."""
+    hit = getattr(dfa, "_char_counts", False)
+    if hit is False:
+        base = json_string_automaton()
+        cc = CharCounts(dfa, base) if base is not None else None
+        hit = dfa.keep("_char_counts", cc if cc is not None and cc.pair is not None else None)
+    return hit
+
+
+def _string_start(tracker: tuple) -> int:
+    """Offset of the opening quote of the string being written (a value, not a key), -1 if unknown."""
+    frames = tracker[2]
+    if frames and frames[-1][0] == "o" and frames[-1][2] >= 0:
+        return -1  # an object's key: keys carry no counted bounds
+    return value_start(tracker)
+
+
+def char_bounds_mask(g, state: tuple, tracker: tuple, out, mask: np.ndarray) -> np.ndarray:
+    """``mask`` without the tokens after which the string being written can no longer meet its
+    counted bounds (``g.char_bounds``); the same array when none is removed or the lexer is not
+    inside exactly one bounded string."""
+    if not tracker[0]:
+        return mask  # outside a string
+    cid, lx, ls = state
+    live = lx.core.single_live(ls)
+    if live is None:
+        return mask
+    j, sub = live
+    bounds = g.char_bounds.get(lx.term_ids[j])
+    if bounds is None:
+        return mask
+    start = _string_start(tracker)
+    if start < 0:
+        return mask
+    cc = char_counts(lx.core.dfas[j])
+    if cc is None:
+        return mask
+    c = cc.started(bytes(out[start + 1:]))
+    if c < 0:
+        return mask
+    lo, hi = bounds
+    room = (1 << 30) if hi is None else hi - c
+    tok, cnt, closed, md, max_open, max_shut, min_shut = cc.walk(g.trie, sub)
+    if max_open <= room and max_shut <= room and min_shut >= lo - c:
+        return mask
+    bad = np.where(closed, (cnt > room) | (cnt < lo - c), cnt + md > room)
+    ids = tok[bad]
+    if not len(ids):
+        return mask
+    out_mask = mask.copy()
+    np.bitwise_and.at(out_mask, ids >> 5, ~np.left_shift(np.uint32(1), (ids & 31).astype(np.uint32)))
+    return out_mask
