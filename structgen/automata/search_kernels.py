@@ -12,11 +12,13 @@ import numpy as np
 
 from .table_kernels import HASH_MUL
 
-__all__ = ["backward_depth", "live_reachable", "UTF8_FORMS", "plain_loop_states", "renumber_rows", "counted_chain", "column_classes"]
+__all__ = ["predecessors", "backward_depth", "live_reachable", "UTF8_FORMS", "plain_loop_states", "renumber_rows", "counted_chain", "column_classes"]
 
 
 @numba.njit(cache=True, nogil=True)
-def _predecessors(trans):
+def predecessors(trans):
+    """Reverse edges in compressed rows: ``preds[offsets[t]:offsets[t + 1]]`` step into ``t`` (a
+    state once per transition)."""
     n, c = trans.shape
     offsets = np.zeros(n + 1, dtype=np.int64)
     for s in range(n):
@@ -41,7 +43,7 @@ def _predecessors(trans):
 def backward_depth(trans, accept):
     """Fewest bytes from each state to an accepting one (-1: none)."""
     n = trans.shape[0]
-    offsets, preds = _predecessors(trans)
+    offsets, preds = predecessors(trans)
     depth = np.full(n, -1, dtype=np.int64)
     queue = np.empty(n, dtype=np.int64)
     head = 0

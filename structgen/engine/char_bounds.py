@@ -24,7 +24,8 @@ import numpy as np
 
 from ..automata.fsa import DFA
 from ..byte_lru import ByteLRU
-from .counted import json_string_automaton
+from ..automata.search_kernels import predecessors
+from .counted import json_string_automaton, lockstep
 from .json_tracker import value_start
 
 __all__ = ["char_bounds_mask", "CharCounts"]
@@ -37,66 +38,15 @@ WALKS = ByteLRU(16 << 20, name="engine.char_bounds.walks")
 
 
 @numba.njit(cache=True, nogil=True)
-def _pair_states(dtrans, dcm, btrans, bcm, reps, start, b_start):
-    """Each state of ``d`` paired with the JSON string automaton's state after the same bytes; ok is
-    False when a state is met with two partners (its bytes so far do not fix where characters
-    begin) or ``d`` allows a byte the JSON string does not."""
-    n = dtrans.shape[0]
-    pair = np.full(n, -1, dtype=np.int64)
-    pair[start] = b_start
-    stack = np.empty(n, dtype=np.int64)
-    stack[0] = start
-    top = 1
-    while top > 0:
-        top -= 1
-        s = stack[top]
-        a = pair[s]
-        for k in range(len(reps)):
-            b = reps[k]
-            t = dtrans[s, dcm[b]]
-            if t < 0:
-                continue
-            u = btrans[a, bcm[b]]
-            if u < 0:
-                return pair, False
-            if pair[t] < 0:
-                pair[t] = u
-                stack[top] = t
-                top += 1
-            elif pair[t] != u:
-                return pair, False
-    return pair, True
-
-
-@numba.njit(cache=True, nogil=True)
-def _fewest_chars(dtrans, dcm, accept, pair, reps, b_state):
+def _fewest_chars(dtrans, accept, pair, b_state, quote_class):
     """Per state: the fewest characters started before an accepting state (the closed string), by a
-    breadth-first search backwards whose edges weigh 1 where a character starts and 0 elsewhere."""
+    breadth-first search backwards whose edges weigh 1 where a character starts (out of a character
+    boundary on any byte but the quote) and 0 elsewhere."""
     n = dtrans.shape[0]
-    r = len(reps)
-    # reverse edges in compressed rows: into[ptr[t]:ptr[t + 1]] are (source, weight) pairs
-    ptr = np.zeros(n + 1, dtype=np.int64)
-    for s in range(n):
-        for k in range(r):
-            t = dtrans[s, dcm[reps[k]]]
-            if t >= 0:
-                ptr[t + 1] += 1
-    for t in range(n):
-        ptr[t + 1] += ptr[t]
-    src = np.empty(ptr[n], dtype=np.int64)
-    wgt = np.empty(ptr[n], dtype=np.int32)
-    fill = ptr[:-1].copy()
-    for s in range(n):
-        for k in range(r):
-            b = reps[k]
-            t = dtrans[s, dcm[b]]
-            if t >= 0:
-                src[fill[t]] = s
-                wgt[fill[t]] = 1 if (pair[s] == b_state and b != 0x22) else 0
-                fill[t] += 1
+    offsets, preds = predecessors(dtrans)
     md = np.full(n, 1 << 30, dtype=np.int32)
-    cur = np.empty(n * (r + 1) + 1, dtype=np.int64)  # a state enters a level at most once per edge
-    nxt = np.empty(n * (r + 1) + 1, dtype=np.int64)
+    cur = np.empty(2 * len(preds) + n + 1, dtype=np.int64)  # a state enters a level at most once per edge
+    nxt = np.empty(2 * len(preds) + n + 1, dtype=np.int64)
     n_cur = 0
     for s in range(n):
         if accept[s]:
@@ -112,12 +62,12 @@ def _fewest_chars(dtrans, dcm, accept, pair, reps, b_state):
             i += 1
             if md[t] != level:
                 continue  # reached at a lower level since
-            for e in range(ptr[t], ptr[t + 1]):
-                s = src[e]
-                d = level + wgt[e]
-                if d < md[s]:
-                    md[s] = d
-                    if wgt[e] == 0:
+            for e in range(offsets[t], offsets[t + 1]):
+                s = preds[e]
+                w = 1 if (pair[s] == b_state and dtrans[s, quote_class] != t) else 0
+                if level + w < md[s]:
+                    md[s] = level + w
+                    if w == 0:
                         cur[n_cur] = s
                         n_cur += 1
                     else:
@@ -196,16 +146,14 @@ class CharCounts:
         self.dfa, self.base = dfa, base
         q = base.classmap[_QUOTE]
         self.b_state = int(base.trans[base.start, q])
-        dcm, bcm = dfa.classmap.tolist(), base.classmap.tolist()
-        reps = np.array(sorted({(dcm[b], bcm[b]): b for b in range(256)}.values()), dtype=np.int64)
-        dtrans = np.ascontiguousarray(dfa.trans, dtype=np.int32)
-        dcm64 = dfa.classmap.astype(np.int64)
+        pair, _, ok, _ = lockstep(dfa, base, base.start, self.b_state, int(base.trans[self.b_state, q]),
+                                  counts=False)
         self._btrans = np.ascontiguousarray(base.trans, dtype=np.int32)
         self._bcm = base.classmap.astype(np.int64)
-        pair, ok = _pair_states(dtrans, dcm64, self._btrans, self._bcm, reps, int(dfa.start), int(base.start))
         self.pair = pair if ok else None
-        self.fewest = _fewest_chars(dtrans, dcm64, np.ascontiguousarray(dfa.accept, dtype=np.bool_), pair, reps,
-                                    self.b_state) if ok else None
+        self.fewest = _fewest_chars(np.ascontiguousarray(dfa.trans, dtype=np.int32),
+                                    np.ascontiguousarray(dfa.accept, dtype=np.bool_), pair, self.b_state,
+                                    int(dfa.classmap[_QUOTE])) if ok else None
         self.closed = np.ascontiguousarray(dfa.accept & (dfa.trans < 0).all(axis=1), dtype=np.bool_)
 
     def started(self, content: bytes) -> int:

@@ -25,7 +25,8 @@ import numpy as np
 
 from ..automata.fsa import DFA
 
-__all__ = ["CountedStrings", "counted_strings", "boundary_counts", "class_counted", "json_string_automaton"]
+__all__ = ["CountedStrings", "counted_strings", "boundary_counts", "class_counted", "json_string_automaton",
+           "lockstep"]
 
 #: Tokens start at most this many characters (a token is at most 128 bytes in practice); larger
 #: budgets behave alike.
@@ -244,7 +245,7 @@ def _class_counted(dfa: DFA):
     closed = int(base.trans[b_state, base.classmap[q]])
     if b_state < 0 or closed < 0 or any(base.trans[b_state, base.classmap[b]] != b_state for b in chars):
         return None  # not one character-boundary state: counts would not be positions
-    pair_a, pair_c, ok, reps = _lockstep(dfa, base, base.start, b_state, closed)
+    pair_a, pair_c, ok, reps = lockstep(dfa, base, base.start, b_state, closed)
     if not ok:
         return None
     # every state must allow exactly what the class string allows from its partner state, but
@@ -273,7 +274,9 @@ def _class_counted(dfa: DFA):
 
 
 @numba.njit(cache=True, nogil=True)
-def _lockstep_counts(dtrans, dcm, btrans, bcm, reps, start, b_start, b_state, closed_state, quote):
+def _lockstep_counts(dtrans, dcm, btrans, bcm, reps, start, b_start, b_state, closed_state, quote, counts):
+    """Partners and counts (see :func:`lockstep`); with ``counts`` False a state met at two counts
+    is still consistent (only its partner must be one)."""
     n = dtrans.shape[0]
     pair_a = np.full(n, -1, dtype=np.int64)
     pair_c = np.full(n, -1, dtype=np.int64)
@@ -303,22 +306,23 @@ def _lockstep_counts(dtrans, dcm, btrans, bcm, reps, start, b_start, b_state, cl
                 pair_c[t] = nc
                 stack[top] = t
                 top += 1
-            elif pair_a[t] != u or pair_c[t] != nc:
+            elif pair_a[t] != u or (counts and pair_c[t] != nc):
                 return pair_a, pair_c, False
     return pair_a, pair_c, True
 
 
-def _lockstep(dfa: DFA, base: DFA, b_start: int, b_state: int, closed_state: int):
+def lockstep(dfa: DFA, base: DFA, b_start: int, b_state: int, closed_state: int, counts: bool = True):
     """Run ``dfa`` from its start in lockstep with ``base`` from ``b_start``: ``(pair_a, pair_c,
     ok, reps)`` -- each state's partner in ``base`` and character count, whether the pairing is
-    consistent, and the representative byte of every joint class (both tables are class-constant)."""
+    consistent (``counts=False``: partners only, counts taken at first sight), and the
+    representative byte of every joint class (both tables are class-constant)."""
     dcm, bcm = dfa.classmap.tolist(), base.classmap.tolist()
     reps = np.array(sorted({(dcm[b], bcm[b]): b for b in range(256)}.values()), dtype=np.int64)
     pair_a, pair_c, ok = _lockstep_counts(np.ascontiguousarray(dfa.trans, dtype=np.int32),
                                           dfa.classmap.astype(np.int64),
                                           np.ascontiguousarray(base.trans, dtype=np.int32),
                                           base.classmap.astype(np.int64), reps, int(dfa.start), int(b_start),
-                                          int(b_state), int(closed_state), ord('"'))  # ints: one compiled signature
+                                          int(b_state), int(closed_state), ord('"'), counts)  # ints: one signature
     return pair_a, pair_c, ok, reps
 
 
@@ -331,9 +335,9 @@ def boundary_counts(dfa: DFA, base: DFA, b_state: int, closed_state: int) -> np.
     cached = getattr(dfa, "_boundary_counts", None)
     if cached is not None and cached[0] is base:
         return cached[1]
-    pair_a, pair_c, ok, _ = _lockstep(dfa, base, base.start, b_state, closed_state)
+    pair_a, pair_c, ok, _ = lockstep(dfa, base, base.start, b_state, closed_state)
     if not ok:  # no opening quote (a long string's later chunk or tail): start inside the content
-        pair_a, pair_c, ok, _ = _lockstep(dfa, base, b_state, b_state, closed_state)
+        pair_a, pair_c, ok, _ = lockstep(dfa, base, b_state, b_state, closed_state)
     result = np.where(pair_a == b_state, pair_c, -1) if ok else None
     dfa.keep("_boundary_counts", (base, result))
     return result
