@@ -190,7 +190,7 @@ def run_dead_ends(*, corpus: str = "maskbench", schemas: int = 40, walks: int = 
         pool = [(r["id"], r["schema"]) for r in (_length_rows(rng) if corpus == "lengths" else check_heavy_rows(rng))]
     counts = {"schemas": 0, "walks": 0, "done": 0, "cut": 0, "budget": 0, "dead": 0, "refused": 0, "invalid": 0,
               "other": 0}
-    if corpus == "lengths":
+    if corpus == "lengths" and model is None:  # (the model's walks are not replayed without the counting)
         counts["dead_uncounted"] = 0
     dead: list[dict] = []
     t0 = time.perf_counter()
