@@ -13,10 +13,12 @@ validated against it.
 
 ``items`` (every item) and ``contains`` (some item) are each other's
 complements, ``propertyNames`` whose negation is a few strings is "one of
-these keys is present" (any other is "some key fails it", which the object automaton counts), and ``patternProperties`` whose values are all false is
+these keys is present" (any other is "some key fails it", which the object automaton counts), ``patternProperties`` whose values are all false is
 "some key matches one of them" (``not: {propertyNames: ...}``, which the object
-automaton counts).  Keywords whose complement needs an existential over keys or a
-relation between items (``additionalProperties`` with a value schema, ``uniqueItems``, ...),
+automaton counts), and a pattern or ``additionalProperties`` with a value schema is "some member of
+those keys has a value outside it" (``not: {patternProperties: {P: S}}`` alone, or ``not:
+{additionalProperties: S}`` beside names only: :func:`member_form`, counted by the object automaton
+too).  Keywords whose complement needs a relation between items (``uniqueItems``, ...),
 ``items`` beside ``prefixItems``, counted ``contains`` and ``format`` are not
 negated: :func:`negate` returns None and the caller reports the keyword as
 unsupported.  Closed objects (``additionalProperties: false``) negate to "some key is undefined".
@@ -25,7 +27,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-__all__ = ["negate", "SIMPLE_NOT_KEYS", "VALIDATION_KEYS", "is_simple_not", "is_some_key_not"]
+__all__ = ["negate", "SIMPLE_NOT_KEYS", "VALIDATION_KEYS", "is_simple_not", "is_some_key_not", "member_form"]
 
 #: Keywords that constrain values (plus OpenAPI's ``nullable``); everything else is an annotation
 #: or an unknown keyword, which constrains nothing.
@@ -61,9 +63,63 @@ def is_simple_not(sub: Any) -> bool:
 
 
 def is_some_key_not(sub: Any) -> bool:
-    """True for a ``not`` operand that is ``propertyNames`` alone: "some key fails it", which the
-    object compiler counts itself (rewriting it through :func:`negate` would give it back)."""
-    return isinstance(sub, dict) and {k for k in sub if k in VALIDATION_KEYS} == {"propertyNames"}
+    """True for a ``not`` operand the object compiler counts itself as "some key" or "some member"
+    (rewriting it through :func:`negate` would give it back): ``propertyNames`` alone (some key fails
+    it), or a member form (:func:`member_form`: some member's value fails its schema)."""
+    return isinstance(sub, dict) and ({k for k in sub if k in VALIDATION_KEYS} == {"propertyNames"}
+                                      or member_form(sub) is not None)
+
+
+def member_form(sub: Any) -> tuple[Any, Any] | None:
+    """``(K, S)`` when ``not: sub`` says "some member whose key matches K has a value failing S":
+    ``sub`` is ``patternProperties`` with one pattern (K: that pattern), or ``additionalProperties``
+    beside ``properties`` / ``patternProperties`` whose values constrain nothing (K: a key neither
+    defined nor matched by a pattern); None otherwise, or when S constrains nothing or is ``false``
+    (those are plain "some key" forms)."""
+    if not isinstance(sub, dict):
+        return None
+    keys = {k for k in sub if k in VALIDATION_KEYS}
+    if keys == {"patternProperties"}:
+        pats = sub["patternProperties"]
+        if not isinstance(pats, dict) or len(pats) != 1:
+            return None
+        (p, v), = pats.items()
+        return None if v is False or _trivial(v) or not isinstance(p, str) else ({"pattern": p}, v)
+    if "additionalProperties" not in keys or keys - {"additionalProperties", "properties", "patternProperties"}:
+        return None
+    extra = sub["additionalProperties"]
+    props, pats = sub.get("properties", {}), sub.get("patternProperties", {})
+    if extra is False or _trivial(extra) or not isinstance(props, dict) or not isinstance(pats, dict) or \
+            not all(_trivial(v) for v in (*props.values(), *pats.values())):
+        return None
+    outside = [{"not": {"pattern": p}} for p in pats]
+    if props:
+        outside.append({"not": {"enum": list(props)}})
+    return (_all_of(outside) if outside else True), extra
+
+
+def _some_members(s: dict) -> list | None:
+    """The complement of ``patternProperties`` / ``additionalProperties`` as "some key" and "some
+    member" parts (:func:`member_form`), one per pattern and one for the other keys."""
+    pats = s.get("patternProperties", {})
+    props = s.get("properties", {})
+    extra = s.get("additionalProperties", True)
+    if not isinstance(pats, dict) or not isinstance(props, dict):
+        return None
+    parts: list = []
+    for p, v in pats.items():
+        if v is False:
+            parts.append({"type": "object", "not": {"propertyNames": {"not": {"pattern": p}}}})
+        elif not _trivial(v):
+            parts.append({"type": "object", "not": {"patternProperties": {p: v}}})
+    if extra is False:
+        parts.extend({"type": "object", "not": {"propertyNames": {"not": k}}} for k in _some_key_outside(
+            {"patternProperties": {p: True for p in pats}, "properties": props, "additionalProperties": False}))
+    elif not _trivial(extra):
+        parts.append({"type": "object", "not": {"properties": {k: True for k in props},
+                                                 "patternProperties": {p: True for p in pats},
+                                                 "additionalProperties": extra}})
+    return parts
 
 
 def _no_keys_as_count(s: dict) -> dict:
@@ -286,9 +342,13 @@ def negate(schema: Any, resolve: Callable[[str], Any | None], depth: int = 0,
         handled.add("contains")
     if "patternProperties" in s or "additionalProperties" in s:
         some_key = _some_key_outside(s)
-        if some_key is None:
-            return None
-        parts.extend({"type": "object", "not": {"propertyNames": {"not": k}}} for k in some_key)
+        if some_key is not None:
+            parts.extend({"type": "object", "not": {"propertyNames": {"not": k}}} for k in some_key)
+        else:  # a value constrained: "some member of these keys with a value outside it"
+            members = _some_members(s)
+            if members is None:
+                return None
+            parts.extend(members)
         handled |= {"patternProperties", "additionalProperties"}
     if "propertyNames" in s:
         failing = neg(s["propertyNames"])  # some key fails propertyNames

@@ -24,11 +24,13 @@ SCHEMAS = {  # schema, prefixes that lead to the checks (walks also start from n
                                   "properties": {k: {"type": "integer"} for k in "abcdefghij"},
                                   "required": ["a", "b"], "additionalProperties": False},
                                  ['{"c": 1, "a": 2', '{"a": 1, "d": 5']),
-    # overlapping oneOf branches, one of which has no negation (a key tied to its value): checked
-    # (a dependentSchemas was the case here until the automata held it)
-    "overlapping oneOf": ({"oneOf": [{"type": "object", "additionalProperties": {"type": "integer"}},
+    # overlapping oneOf branches, one of which has no negation (a member whose value repeats an item):
+    # checked (a dependentSchemas, then a value-typed additionalProperties were the case here until the
+    # automata held them)
+    "overlapping oneOf": ({"oneOf": [{"type": "object", "additionalProperties": {"type": "array", "uniqueItems": True,
+                                                                              "maxItems": 3}},
                                      {"type": "object", "properties": {"a": {"minimum": 3}}}]},
-                          ['{"a": 1', '{"b": 2, "a": ']),
+                          ['{"a": [1, 2', '{"b": [2], "a": 1', '{"b": [3, 3']),
     # contains beside uniqueItems: left to a check (alone, the automaton counts it)
     "contains": ({"type": "array", "items": {"type": "integer"}, "maxItems": 4, "uniqueItems": True,
                   "contains": {"const": 3}},

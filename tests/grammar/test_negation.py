@@ -5,10 +5,10 @@ from __future__ import annotations
 import jsonschema
 import pytest
 
-from structgen.grammar.negation import is_simple_not, negate
+from structgen.grammar.negation import is_simple_not, is_some_key_not, negate
 
 INSTANCES = [None, True, False, 0, 1, -3, 2.5, 10, 100, "", "a", "abc", "hello world", [], [1], [1, "a"], {},
-             {"a": 1}, {"a": "x", "b": 2}, {"b": None}]
+             {"a": 1}, {"a": "x", "b": 2}, {"b": None}, {"ab": "s"}, {"ab": 1, "c": None}, {"c": "x"}, {"x": 1}]
 SCHEMAS = [
     {"type": "integer"},
     {"type": ["string", "null"]},
@@ -39,6 +39,11 @@ SCHEMAS = [
     # propertyNames whose negation is no list of strings: "some key fails it"
     {"propertyNames": {"pattern": "^a"}},
     {"type": "object", "propertyNames": {"maxLength": 0}},
+    # values constrained by key: "some member of these keys has a value outside it"
+    {"additionalProperties": {"type": "string"}, "maximum": 3},
+    {"patternProperties": {"^a": {"type": "string"}}},
+    {"properties": {"b": {}}, "patternProperties": {"^a": {"type": "integer"}, "x": False},
+     "additionalProperties": {"type": "null"}},
 ]
 
 
@@ -54,8 +59,9 @@ def test_negation_is_the_exact_complement(schema):
 def test_booleans_and_what_cannot_be_negated():
     assert negate(True, lambda r: None) is False and negate(False, lambda r: None) is True
     assert negate({"$ref": "#/$defs/x"}, lambda r: None) is None  # a ref that cannot be followed
-    assert negate({"additionalProperties": {"type": "string"}, "maximum": 3}, lambda r: None) is None  # some key
-    assert negate({"patternProperties": {"^a": {"type": "string"}}}, lambda r: None) is None  # a key with its value
+    assert negate({"uniqueItems": True}, lambda r: None) is None  # a relation between items
+    assert is_some_key_not({"patternProperties": {"^a": {"type": "string"}}})  # a member form: the object counts it
+    assert not is_some_key_not({"patternProperties": {"^a": {"type": "string"}, "^b": {}}})
     assert is_simple_not({"type": "string"}) and not is_simple_not({"properties": {"a": {}}})
 
 

@@ -10,7 +10,7 @@ from typing import Any
 from ...errors import GrammarError, SchemaError, UnsupportedFeature
 from ...automata.fsa import DFA, difference, difference_literals, intersect, union
 from ..ir import Expr, Graph, alt, seq
-from ..negation import is_some_key_not, negate
+from ..negation import is_some_key_not, member_form, negate
 from ..json_strings import literal_strings, string_dfa, string_forms
 from ..presence import eval_presence, presence_keys
 from ..regex import python_regex
@@ -63,7 +63,7 @@ class ObjectsMixin:
         in_order: set[str] = set()
         required: set[str] = set()
         names_nodes: list[SchemaNode] = []
-        some_keys: list[SchemaNode] = []  # not: {propertyNames: S} -- some key fails S
+        some_keys: list[SchemaNode] = []  # not: {propertyNames: S} -- some key fails S -- or a member form
         for n in nodes:
             s = n.schema
             props = s.get("properties") or {}
@@ -81,10 +81,10 @@ class ObjectsMixin:
                 names_nodes.append(n.child(s["propertyNames"], f"{n.ptr}/propertyNames"))
             if is_some_key_not(s.get("not")):
                 some_keys.append(n)
-        some = [self.some_key_schema(n) for n in some_keys]
-        if some_keys and maxp is not None and maxp <= 1 and None not in some:
+        some = [self.some_member(n) for n in some_keys]  # (key, value that sets the mark, its complement)
+        if some_keys and maxp is not None and maxp <= 1 and None not in some and all(v is None for _, v, _ in some):
             # at most one key: it must match every "some key" schema, and there must be one
-            names_nodes += some
+            names_nodes += [k for k, _, _ in some]
             minp, some_keys, some = max(minp, 1), [], []
         elif None in some or len(some) > MAX_SOME_KEYS:
             self.unsupported(some_keys[0], "not", "keys that must match beyond what the automaton counts")
@@ -122,23 +122,34 @@ class ObjectsMixin:
             return out
 
         members: list[tuple[str, Expr]] = []
+        moves_of: dict[str, list[tuple[int, Expr]]] = {}  # key -> (marks it sets, member) alternatives
         for k in order:
             if names_nodes and not self.valid_under(k, names_nodes):
                 if k in required:
                     return None
                 continue
-            e = self.value(value_nodes_for(k))
-            if e is None and k in required:
+            key_sym = None
+            alts = []
+            for mark, extra in self.member_splits(some, lambda j: self.valid_under(k, [some[j][0]])):
+                e = self.value(value_nodes_for(k) + extra)
+                if e is not None:
+                    key_sym = key_sym or self.term(("key", k), literal_strings([k]), "KEY")
+                    alts.append((mark, seq(key_sym, self.COLON, e)))
+            if not alts and k in required:
                 return None
-            if e is not None:
-                key_sym = self.term(("key", k), literal_strings([k]), "KEY")
-                members.append((k, seq(key_sym, self.COLON, e)))
-        full = (1 << len(some)) - 1  # every "some key matches" met
-        marks = {k: sum(1 << j for j, x in enumerate(some) if self.valid_under(k, [x])) for k, _ in members}
+            if alts:
+                members.append((k, alt(*[e for _, e in alts])))
+                moves_of[k] = alts
+        full = (1 << len(some)) - 1  # every "some key / member" met
         # undefined members, one alternative per set of "some key" schemas their keys match (one set
-        # when there are none)
-        adds = [(x, e) for x, e in ((x, self.additional_members(nodes, order, names_nodes + self.key_classes(some, x)))
-                                    for x in range(full + 1)) if e is not None]
+        # when there are none), and per "some member" value class
+        key_schemas = [kn for kn, _, _ in some]
+        adds = []
+        for x in range(full + 1):
+            for mark, extra in self.member_splits(some, lambda j: bool(x >> j & 1)):
+                e = self.additional_members(nodes, order, names_nodes + self.key_classes(key_schemas, x), extra)
+                if e is not None:
+                    adds.append((mark, e))
         add_member = alt(*[e for _, e in adds]) if adds else None
         other_key = self._terms.get(other_key_term(order, 0, [], []))
         if other_key is not None and members:
@@ -147,7 +158,7 @@ class ObjectsMixin:
             family = self.ir.key_families.setdefault(other_key.name, set())
             family.update(self._terms[("key", k)].name for k, _ in members)
         if self.opts.property_order == "any":
-            e = self.any_order_members(members, adds, required, tracked, presence, minp, maxp, marks, full)
+            e = self.any_order_members(members, adds, required, tracked, presence, minp, maxp, moves_of, full)
             if e is NOT_FINITE:
                 if some:
                     self.unsupported(some_keys[0], "not", "too many keys to track beside the keys that must match")
@@ -170,8 +181,8 @@ class ObjectsMixin:
             return ((i * (C + 1) + c) * PB + p) * XB + x
 
         edges = []
-        for i, (k, e) in enumerate(members):
-            kb, mk = bit.get(k, 0), marks[k]
+        for i, (k, _) in enumerate(members):
+            kb = bit.get(k, 0)
             for c in range(C + 1):
                 for p in range(PB):
                     for x in range(XB):
@@ -180,8 +191,9 @@ class ObjectsMixin:
                         if maxp is not None and c >= maxp:
                             continue
                         nc = min(c + 1, C)
-                        edges.append((sid(i, c, p, x), e if c == 0 else seq(self.COMMA, e),
-                                      sid(i + 1, nc, p | kb, x | mk)))
+                        for mk, e in moves_of[k]:
+                            edges.append((sid(i, c, p, x), e if c == 0 else seq(self.COMMA, e),
+                                          sid(i + 1, nc, p | kb, x | mk)))
         for mk, add in adds:
             for c in range(C + 1):
                 if maxp is not None and c >= maxp:
@@ -197,6 +209,37 @@ class ObjectsMixin:
             return None
         body = Graph((n_def + 1) * (C + 1) * PB * XB, tuple(edges), sid(0, 0), finals)
         return self.rule("obj", seq(self.LBRACE, body, self.RBRACE))
+
+    def some_member(self, n: SchemaNode) -> tuple | None:
+        """``(key schema, value schema, its complement)`` of a ``not`` the object counts: "some key
+        fails propertyNames" (value schemas None) or a member form (``negation.member_form``: some
+        member of these keys has a value failing S -- the value that sets the mark is ``not: S``);
+        None when the key schema has no negation."""
+        sub = n.schema["not"]
+        form = member_form(sub)
+        if form is None:
+            key = self.some_key_schema(n)
+            return None if key is None else (key, None, None)
+        keys, value = form
+        ptr = f"{n.ptr}/not"
+        vptr = f"{ptr}/additionalProperties" if "additionalProperties" in sub else \
+            f"{ptr}/patternProperties/{escape_pointer(next(iter(sub['patternProperties'])))}"
+        key = n.child(self.derived(sub, "member-key", lambda: keys) if isinstance(keys, dict) else keys, ptr)
+        fails = n.child(self.derived(sub, "member-fails", lambda: {"not": value}), vptr)
+        return key, fails, n.child(value, vptr)
+
+    @staticmethod
+    def member_splits(some: list, matches) -> list[tuple[int, list[SchemaNode]]]:
+        """``(marks, extra value schemas)`` alternatives for a member whose key matches the ``some``
+        schemas ``j`` where ``matches(j)``: a "some key" schema is met by the key alone; a "some
+        member" schema splits the value in two, failing its S (the mark set) or meeting it."""
+        plain = sum(1 << j for j, (_, v, _) in enumerate(some) if v is None and matches(j))
+        valued = [j for j, (_, v, _) in enumerate(some) if v is not None and matches(j)]
+        out = []
+        for t in range(1 << len(valued)):
+            extra = [some[j][1] if t >> i & 1 else some[j][2] for i, j in enumerate(valued)]
+            out.append((plain | sum(1 << j for i, j in enumerate(valued) if t >> i & 1), extra))
+        return out
 
     def some_key_schema(self, n: SchemaNode) -> SchemaNode | None:
         """The key schema of ``not: {propertyNames: S}``: S's negation, which some key must match;
@@ -221,7 +264,7 @@ class ObjectsMixin:
         return out
 
     def any_order_members(self, members: list, adds: list, required: set, tracked: list, presence: list,
-                          minp: int, maxp: int | None, marks: dict | None = None, full: int = 0):
+                          minp: int, maxp: int | None, moves_of: dict | None = None, full: int = 0):
         """Members in any order: the automaton tracks which keys were seen (all of them when
         there are few, else the required and presence-tested ones, letting other optional keys
         repeat -- a repeated key's every value still satisfies its schema, and a JSON parser
@@ -238,7 +281,7 @@ class ObjectsMixin:
         XB = full + 1  # which "some key matches" schemas were met (see some_key_schema)
         if S * (C + 1) * XB > MAX_GRAPH_STATES:
             return NOT_FINITE
-        marks = marks or {}
+        moves_of = moves_of or {k: [(0, e)] for k, e in members}
 
         def sid(seen: int, c: int, x: int = 0) -> int:
             return (seen * (C + 1) + c) * XB + x
@@ -249,12 +292,13 @@ class ObjectsMixin:
         # 40-property object with 6 tracked keys is 128 states of 7 edges, not of 41
         # adds: (marks, undefined members) pairs, one per class of the key space (see object_body)
         free: dict[int, list] = {}  # untracked members by the "some key" marks they set
-        for k, e in members:
+        for k, _ in members:
             if k not in bit:
-                free.setdefault(marks.get(k, 0), []).append(e)
+                for mk, e in moves_of[k]:
+                    free.setdefault(mk, []).append(e)
         for x, e in adds:
             free.setdefault(x, []).append(e)
-        moves = [(bit[k], marks.get(k, 0), e) for k, e in members if k in bit]
+        moves = [(bit[k], mk, e) for k, _ in members if k in bit for mk, e in moves_of[k]]
         for x, es in free.items():
             if len(es) > 1 and S > 1:
                 moves.append((0, x, self.rule("mems", alt(*es))))
@@ -307,8 +351,10 @@ class ObjectsMixin:
             return n.child(s["additionalProperties"], f"{n.ptr}/additionalProperties")
         return n.child(False if self.opts.strict else True, f"{n.ptr}/additionalProperties")
 
-    def additional_members(self, nodes: list[SchemaNode], defined: list[str], names_nodes: list[SchemaNode]) -> Expr | None:
-        """Members whose key is not defined: one alternative per region of the key space."""
+    def additional_members(self, nodes: list[SchemaNode], defined: list[str], names_nodes: list[SchemaNode],
+                           extra_values: list[SchemaNode] = ()) -> Expr | None:
+        """Members whose key is not defined: one alternative per region of the key space (their values
+        also meeting ``extra_values``)."""
         patterns: list[tuple[SchemaNode, str, Any]] = []
         for n in nodes:
             for pat, ps in (n.schema.get("patternProperties") or {}).items():
@@ -331,13 +377,13 @@ class ObjectsMixin:
                 self.pattern_dfa(pat, n)
         except UnsupportedFeature as e:
             self.unsupported(nodes[0], "patternProperties", str(e).split(": ", 1)[-1])
-            return self.loose_members(nodes, base, patterns)
+            return self.loose_members(nodes, base, patterns, extra_values)
         regions = self.key_regions(base, patterns)
         if regions is None:
             self.unsupported(nodes[0], "patternProperties",
                              f"its {len(patterns)} patternProperties split the key space into over "
                              f"{MAX_KEY_REGIONS} regions")
-            return self.loose_members(nodes, base, patterns)
+            return self.loose_members(nodes, base, patterns, extra_values)
         alts = []
         for mask, d in regions:
             vnodes = [n.child(ps, f"{n.ptr}/patternProperties/{escape_pointer(pat)}")
@@ -345,7 +391,7 @@ class ObjectsMixin:
             for n in nodes:
                 if not any(pn is n and mask >> j & 1 for j, (pn, _, _) in enumerate(patterns)):
                     vnodes.append(self.additional_node(n))
-            e = self.value(vnodes)
+            e = self.value(vnodes + list(extra_values))
             if e is None:
                 continue
             key = self.term(other_key_term(defined, mask, patterns, names_nodes), d, "KEY")
@@ -370,7 +416,8 @@ class ObjectsMixin:
             regions = split
         return sorted(regions, key=lambda r: r[0])
 
-    def loose_members(self, nodes: list[SchemaNode], keys: DFA, patterns: list) -> Expr | None:
+    def loose_members(self, nodes: list[SchemaNode], keys: DFA, patterns: list,
+                      extra_values: list[SchemaNode] = ()) -> Expr | None:
         """Undefined members when their patterns cannot be compiled exactly (too many to split the
         key space by, or regex features beyond a finite automaton): one member per pattern -- its
         keys (any key where the pattern has no automaton) with its value -- and one for the keys
@@ -388,11 +435,11 @@ class ObjectsMixin:
             kd = keys if pd is None else intersect(keys, pd)
             if pd is not None and exact:
                 covered = pd if covered is None else union(covered, pd)
-            v = self.value([n.child(ps, f"{n.ptr}/patternProperties/{escape_pointer(pat)}")])
+            v = self.value([n.child(ps, f"{n.ptr}/patternProperties/{escape_pointer(pat)}"), *extra_values])
             if v is None or kd.is_empty():
                 continue
             alts.append(seq(self.term(("loosekey", id(n.schema), pat, id(keys)), kd, "KEY"), self.COLON, v))
-        v = self.value([self.additional_node(n) for n in nodes])
+        v = self.value([self.additional_node(n) for n in nodes] + list(extra_values))
         if v is not None:
             kd = keys
             if exact and covered is not None:
