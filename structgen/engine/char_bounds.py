@@ -23,16 +23,17 @@ import numba
 import numpy as np
 
 from ..automata.fsa import DFA
-from ..byte_lru import ByteLRU
 from ..automata.search_kernels import predecessors
+from ..byte_lru import ByteLRU
 from .counted import json_string_automaton, lockstep
 from .json_tracker import value_start
 
 __all__ = ["char_bounds_mask", "CharCounts"]
 
 _QUOTE = 0x22
-#: Fewest characters to close from a state that cannot close (never in a trimmed automaton).
-_NEVER = np.int32(1 << 30)
+#: Fewest characters to close from a state that cannot close (never in a trimmed automaton); also
+#: the room of a string with no maxLength.
+_FAR = 1 << 30
 #: Walks kept per process (one per automaton state a bounded string reached).
 WALKS = ByteLRU(16 << 20, name="engine.char_bounds.walks")
 
@@ -44,7 +45,7 @@ def _fewest_chars(dtrans, accept, pair, b_state, quote_class):
     boundary on any byte but the quote) and 0 elsewhere."""
     n = dtrans.shape[0]
     offsets, preds = predecessors(dtrans)
-    md = np.full(n, 1 << 30, dtype=np.int32)
+    md = np.full(n, _FAR, dtype=np.int32)
     cur = np.empty(2 * len(preds) + n + 1, dtype=np.int64)  # a state enters a level at most once per edge
     nxt = np.empty(2 * len(preds) + n + 1, dtype=np.int64)
     n_cur = 0
@@ -81,9 +82,10 @@ def _fewest_chars(dtrans, accept, pair, b_state, quote_class):
 
 @numba.njit(cache=True, nogil=True)
 def _walk(node_byte, node_depth, node_end, tok_ptr, tok_ids, dtrans, dcm, closed, pair, md, b_state, start,
-          max_depth, tok_out, cnt_out, closed_out, md_out):
-    """Walk the trie from state ``start``: per token, the characters it starts before the string
-    closes, whether it closes it, and the fewest characters still needed after it (0 when closed)."""
+          max_depth, tok_out, need_out, closed_out):
+    """Walk the trie from state ``start``: per token, the fewest characters the string still needs
+    with it -- those it starts plus the fewest after it, or those before the quote when it closes the
+    string -- and whether it closes it."""
     state_at = np.empty(max_depth + 2, dtype=np.int32)
     count_at = np.zeros(max_depth + 2, dtype=np.int32)
     state_at[0] = start
@@ -103,9 +105,8 @@ def _walk(node_byte, node_depth, node_end, tok_ptr, tok_ids, dtrans, dcm, closed
         if closed[ns]:  # the string closed here: every token below writes nothing more into it
             for p in range(tok_ptr[j], tok_ptr[node_end[j]]):
                 tok_out[n] = tok_ids[p]
-                cnt_out[n] = nc
+                need_out[n] = nc
                 closed_out[n] = True
-                md_out[n] = 0
                 n += 1
             j = node_end[j]
             continue
@@ -113,9 +114,8 @@ def _walk(node_byte, node_depth, node_end, tok_ptr, tok_ids, dtrans, dcm, closed
         count_at[d] = nc
         for p in range(tok_ptr[j], tok_ptr[j + 1]):
             tok_out[n] = tok_ids[p]
-            cnt_out[n] = nc
+            need_out[n] = nc + md[ns]
             closed_out[n] = False
-            md_out[n] = md[ns]
             n += 1
         j += 1
     return n
@@ -140,20 +140,21 @@ class CharCounts:
     """What counting needs of one string automaton: its states paired with the JSON string's (where
     characters begin) and each state's fewest characters to the closing quote."""
 
-    __slots__ = ("dfa", "base", "b_state", "pair", "fewest", "closed", "_btrans", "_bcm")
+    __slots__ = ("uid", "b_state", "pair", "fewest", "closed", "_dtrans", "_dcm", "_btrans", "_bcm")
 
     def __init__(self, dfa: DFA, base: DFA):
-        self.dfa, self.base = dfa, base
+        self.uid = dfa.uid
         q = base.classmap[_QUOTE]
         self.b_state = int(base.trans[base.start, q])
         pair, _, ok, _ = lockstep(dfa, base, base.start, self.b_state, int(base.trans[self.b_state, q]),
                                   counts=False)
+        self._dtrans = np.ascontiguousarray(dfa.trans, dtype=np.int32)
+        self._dcm = dfa.classmap.astype(np.int64)
         self._btrans = np.ascontiguousarray(base.trans, dtype=np.int32)
         self._bcm = base.classmap.astype(np.int64)
         self.pair = pair if ok else None
-        self.fewest = _fewest_chars(np.ascontiguousarray(dfa.trans, dtype=np.int32),
-                                    np.ascontiguousarray(dfa.accept, dtype=np.bool_), pair, self.b_state,
-                                    int(dfa.classmap[_QUOTE])) if ok else None
+        self.fewest = _fewest_chars(self._dtrans, np.ascontiguousarray(dfa.accept, dtype=np.bool_), pair,
+                                    self.b_state, int(dfa.classmap[_QUOTE])) if ok else None
         self.closed = np.ascontiguousarray(dfa.accept & (dfa.trans < 0).all(axis=1), dtype=np.bool_)
 
     def started(self, content: bytes) -> int:
@@ -162,25 +163,21 @@ class CharCounts:
         return int(_count_started(self._btrans, self._bcm, self.b_state, np.frombuffer(content, dtype=np.uint8)))
 
     def walk(self, trie, state: int) -> tuple:
-        """(token ids, characters each starts, closes the string, fewest characters after it,
-        largest open total, largest closing count, smallest closing count) from ``state``."""
-        key = (trie.uid, self.dfa.uid, state)
+        """(token ids, the fewest characters the string needs with each, whether each closes it,
+        the largest need, the smallest need of a closing token) from ``state``."""
+        key = (trie.uid, self.uid, state)
         hit = WALKS.get(key)
         if hit is None:
             n_tok = len(trie.tok_ids)
             tok = np.empty(n_tok, dtype=np.int32)
-            cnt = np.empty(n_tok, dtype=np.int32)
+            need = np.empty(n_tok, dtype=np.int32)
             closed = np.empty(n_tok, dtype=np.bool_)
-            md = np.empty(n_tok, dtype=np.int32)
-            n = _walk(trie.node_byte, trie.node_depth, trie.node_end, trie.tok_ptr, trie.tok_ids,
-                      np.ascontiguousarray(self.dfa.trans, dtype=np.int32), self.dfa.classmap.astype(np.int64),
-                      self.closed, self.pair, self.fewest, self.b_state, int(state), trie.max_depth, tok, cnt,
-                      closed, md)
-            tok, cnt, closed, md = tok[:n].copy(), cnt[:n].copy(), closed[:n].copy(), md[:n].copy()
-            total = cnt[~closed] + md[~closed]
-            shut = cnt[closed]
-            hit = (tok, cnt, closed, md, int(total.max()) if len(total) else -1,
-                   int(shut.max()) if len(shut) else -1, int(shut.min()) if len(shut) else 1 << 30)
+            n = _walk(trie.node_byte, trie.node_depth, trie.node_end, trie.tok_ptr, trie.tok_ids, self._dtrans,
+                      self._dcm, self.closed, self.pair, self.fewest, self.b_state, int(state), trie.max_depth, tok,
+                      need, closed)
+            tok, need, closed = tok[:n].copy(), need[:n].copy(), closed[:n].copy()
+            shut = need[closed]
+            hit = (tok, need, closed, int(need.max()) if n else -1, int(shut.min()) if len(shut) else _FAR)
             WALKS.put(key, hit)
         return hit
 
@@ -228,12 +225,11 @@ def char_bounds_mask(g, state: tuple, tracker: tuple, out, mask: np.ndarray) -> 
     if c < 0:
         return mask
     lo, hi = bounds
-    room = (1 << 30) if hi is None else hi - c
-    tok, cnt, closed, md, max_open, max_shut, min_shut = cc.walk(g.trie, sub)
-    if max_open <= room and max_shut <= room and min_shut >= lo - c:
+    room = _FAR if hi is None else hi - c
+    tok, need, closed, max_need, min_shut = cc.walk(g.trie, sub)
+    if max_need <= room and min_shut >= lo - c:
         return mask
-    bad = np.where(closed, (cnt > room) | (cnt < lo - c), cnt + md > room)
-    ids = tok[bad]
+    ids = tok[(need > room) | closed & (need < lo - c)]
     if not len(ids):
         return mask
     out_mask = mask.copy()

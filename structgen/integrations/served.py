@@ -102,7 +102,7 @@ class ServedGrammar:
         return True
 
     def accept_tokens(self, request_id: str, tokens: list[int]) -> bool:
-        for i, t in enumerate(tokens):
+        for t in tokens:
             if self._stopped:
                 return True  # tokens after the stop are the server's padding, not the grammar's business
             if not self._take(t):
