@@ -404,14 +404,19 @@ def _add_bench_grammar(bench_sub) -> None:
     r.add_argument("--texts", type=int, default=3, help="matching texts per pattern (default 3)")
     r.add_argument("--seed", type=int, default=0)
     r.add_argument("--engines", default="structgen,llguidance")
+    r.add_argument("--json-schema", action="store_true",
+                   help='each pattern as a JSON Schema string ({"type": "string", "pattern": "^(?:p)$"}), texts as '
+                        "JSON strings")
     r.set_defaults(func=_run_bench_regex)
     x = bench_sub.add_parser("dead-ends", help="walks with rollback off: how often nothing is allowed before the end",
                              description="Random walks over the Matcher's mask (no token ever taken back, as in "
                                          "vLLM) on check-heavy MaskBench schemas, uniqueItems arrays of short "
-                                         "strings, or MaskBench strings whose length bounds the mask counts "
-                                         "(lengths: each walk also run without the counting); counts the walks "
-                                         "that reach a state with no token allowed.")
-    x.add_argument("--corpus", choices=("maskbench", "unique", "lengths"), default="maskbench")
+                                         "strings, MaskBench strings whose length bounds the mask counts "
+                                         "(lengths: each walk also run without the counting), or JSON Schema "
+                                         "patterns too large for an automaton (patterns: each walk also run "
+                                         "without following them); counts the walks that reach a state with no "
+                                         "token allowed.")
+    x.add_argument("--corpus", choices=("maskbench", "unique", "lengths", "patterns"), default="maskbench")
     x.add_argument("--schemas", type=int, default=40)
     x.add_argument("--walks", type=int, default=4, help="walks per schema (default 4)")
     x.add_argument("--seed", type=int, default=0)
@@ -471,7 +476,8 @@ def _run_bench_regex(args) -> int:
     from .bench.regex_bench import DEFAULT_PATTERNS, run_regex_bench
 
     patterns = tuple(p for p in args.patterns.split(";;") if p) if args.patterns else DEFAULT_PATTERNS
-    res = run_regex_bench(patterns, texts=args.texts, seed=args.seed, engines=tuple(args.engines.split(",")))
+    res = run_regex_bench(patterns, texts=args.texts, seed=args.seed, engines=tuple(args.engines.split(",")),
+                          as_schema=args.json_schema)
     bad = [p for p, row in res["patterns"].items() if row.get("structgen", {}).get("rejected")]
     return 1 if bad else 0
 

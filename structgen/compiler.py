@@ -18,6 +18,7 @@ from typing import Any, Iterable
 from .engine.compiled import CompiledGrammar
 from .engine.counted import use_string_automata
 from .engine.exact_masks import warm_up as warm_up_exact_masks
+from .engine.lazy_patterns import warm_up as warm_up_lazy_patterns
 from .errors import CompileLimitExceeded, GrammarError, InvalidArgument, SchemaError, UnsatisfiableSchema, \
     UnsupportedFeature
 from .shipped import shipped_grammar
@@ -276,6 +277,7 @@ class GrammarCompiler:
         warm_up_lazy_dfa(self.trie)
         _warm_up_string_automata(self.trie)
         warm_up_exact_masks(self.trie)
+        warm_up_lazy_patterns(self.trie)
         self._cache: OrderedDict[tuple, CompiledGrammar] = OrderedDict()
         self._sizes: dict[tuple, int] = {}  # bytes of each cached grammar, as last weighed
         self._cache_size = cache_size

@@ -159,22 +159,30 @@ def explore(done, limit, classmap, sets, trans, htab, count, accept, dist, succ_
 
 @numba.njit(cache=True, nogil=True)
 def walk_mask(state, node_byte, node_depth, node_end, tok_ptr, tok_ids, classmap, sets, trans, htab, count, accept,
-              dist, succ_ptr, succ, nfa_accept, nfa_dist, row, state_at, mask):
+              dist, succ_ptr, succ, nfa_accept, nfa_dist, row, state_at, closer, mask):
     """Set in ``mask`` every token whose bytes keep the automaton alive from ``state`` (a preorder
-    scan of the token trie that skips dead subtrees).  Returns 0, or FULL when out of room."""
+    scan of the token trie that skips dead subtrees).  ``closer`` (a byte, or -1): the automaton
+    reads what lies between two delimiters (a JSON string's content, ``closer`` its quote), so a
+    token that meets ``closer`` where the automaton refuses it and accepts is kept whatever follows
+    the delimiter (that is not this automaton's to judge).  Returns 0, or FULL when out of room."""
     state_at[0] = state
     j = np.int64(1)
     end = np.int64(node_end[0])
     while j < end:
         d = np.int64(node_depth[j])
         ps = state_at[d - 1]
-        c = classmap[node_byte[j]]
+        y = node_byte[j]
+        c = classmap[y]
         ns = trans[ps, c]
         if ns == UNKNOWN:
             ns = _make(ps, c, sets, trans, htab, count, accept, dist, succ_ptr, succ, nfa_accept, nfa_dist, row)
         if ns == FULL:
             return FULL
         if ns < 0:
+            if y == closer and accept[ps]:
+                for p in range(tok_ptr[j], tok_ptr[node_end[j]]):
+                    t = tok_ids[p]
+                    mask[t >> 5] |= np.uint32(1) << np.uint32(t & 31)
             j = np.int64(node_end[j])
             continue
         state_at[d] = ns
@@ -282,14 +290,15 @@ class LazyDFA:
                     return int(s)
                 self._grow()
 
-    def mask(self, state: int, trie, n_words: int) -> np.ndarray:
-        """uint32 words: the tokens of ``trie`` whose bytes keep the automaton alive from ``state``."""
+    def mask(self, state: int, trie, n_words: int, closer: int = -1) -> np.ndarray:
+        """uint32 words: the tokens of ``trie`` whose bytes keep the automaton alive from ``state``
+        (and, with a ``closer`` byte, those that meet it where the automaton accepts: :func:`walk_mask`)."""
         state_at = np.empty(trie.max_depth + 2, dtype=np.int64)
         with self._lock:
             while True:
                 m = np.zeros(n_words, dtype=np.uint32)
                 if walk_mask(state, trie.node_byte, trie.node_depth, trie.node_end, trie.tok_ptr, trie.tok_ids,
-                             *self._args(), state_at, m) != FULL:
+                             *self._args(), state_at, closer, m) != FULL:
                     return m
                 self._grow()
 
@@ -328,4 +337,5 @@ def warm_up_lazy_dfa(trie) -> None:
     d.explore(8)
     d.run(d.start, b"a")
     d.mask(d.start, trie, (trie.vocab_size + 31) // 32)
+    d.mask(d.start, trie, (trie.vocab_size + 31) // 32, 0x22)
     d.end_states(d.start, np.zeros(1, dtype=np.int64), np.zeros((1, 1), dtype=np.uint8), np.ones(1, dtype=np.int64))

@@ -16,6 +16,11 @@ Walks draw uniformly from the Matcher's mask (EOS aside), steer towards the end 
   each walk runs twice from the same seed, with the counting and without it (the check at the
   closing quote alone, as before it existed), and both counts are reported.
 
+* ``patterns``: the ``structgen bench regex`` family (``[ab]*a[ab]{n}`` ...) as JSON Schema ``pattern``s
+  too large for an automaton -- a bare string, a required object member, array items -- whose
+  strings the mask follows through a lazy DFA (``structgen.engine.lazy_patterns``); each walk runs
+  twice, with the following and without it (the relaxed automaton and the check alone).
+
 With ``sampler="model"`` the walks are the real model's: ``generate_json`` on the embedded SmolLM2
 at temperature 1 (one seed per walk, JSON whitespace as a server allows it, 256 tokens) with the
 decoding loop's rollback turned off (``structgen.runtime.loop.MAX_BACKTRACKS = 0`` while it runs),
@@ -60,6 +65,40 @@ def check_heavy_rows(rng: random.Random, max_schema_chars: int | None = None) ->
             and (max_schema_chars is None or len(json.dumps(r["schema"])) <= max_schema_chars)]
     rng.shuffle(rows)
     return rows
+
+
+def _pattern_schemas() -> list[tuple[str, Any]]:
+    from .regex_bench import DEFAULT_PATTERNS
+
+    out = []
+    for p in DEFAULT_PATTERNS:
+        s = {"type": "string", "pattern": f"^(?:{p})$"}
+        out += [(f"string {p}", s),
+                (f"member {p}", {"type": "object", "properties": {"code": s, "n": {"type": "integer"}},
+                                 "required": ["code"], "additionalProperties": False}),
+                (f"items {p}", {"type": "array", "items": s, "minItems": 1, "maxItems": 3})]
+    return out
+
+
+#: corpus -> the grammar table whose use the corpus measures (each walk is replayed with it emptied)
+_SWITCHED = {"lengths": "char_bounds", "patterns": "lazy_patterns"}
+_WITHOUT = {"lengths": "without counting the characters (the check at the closing quote alone)",
+            "patterns": "without following the patterns (their relaxed automata and the checks alone)"}
+
+
+_OUTCOMES = (("done", "completed"), ("cut", "cut at max steps"), ("budget", "no token within budget"),
+             ("refused", "refused"), ("invalid", "invalid"))
+
+
+@contextlib.contextmanager
+def _emptied(g, table: str):
+    """``g`` without its ``table`` (``char_bounds``, ``lazy_patterns``) while the block runs."""
+    saved = getattr(g, table)
+    setattr(g, table, {})
+    try:
+        yield
+    finally:
+        setattr(g, table, saved)
 
 
 def _length_rows(rng: random.Random) -> list[dict]:
@@ -175,6 +214,7 @@ def run_dead_ends(*, corpus: str = "maskbench", schemas: int = 40, walks: int = 
         raise ValueError(f"sampler must be 'uniform' or 'model', not {sampler!r}")
     model = None
     if sampler == "model":
+        from ..api import compiler_for
         from ..models import load_model
 
         model = load_model()
@@ -182,16 +222,18 @@ def run_dead_ends(*, corpus: str = "maskbench", schemas: int = 40, walks: int = 
     info = load_tokenizer_info(tokenizer)
     eos = set(info.eos_ids)
     comp = GrammarCompiler(info, cache_size=4, compile_timeout=20)
-    if corpus not in ("maskbench", "unique", "lengths"):
-        raise ValueError(f"corpus must be 'maskbench', 'unique' or 'lengths', not {corpus!r}")
+    if corpus not in ("maskbench", "unique", "lengths", "patterns"):
+        raise ValueError(f"corpus must be 'maskbench', 'unique', 'lengths' or 'patterns', not {corpus!r}")
+    switched = _SWITCHED.get(corpus)
     if corpus == "unique":
         pool = _unique_schemas()
+    elif corpus == "patterns":
+        pool = _pattern_schemas()
     else:
         pool = [(r["id"], r["schema"]) for r in (_length_rows(rng) if corpus == "lengths" else check_heavy_rows(rng))]
     counts = {"schemas": 0, "walks": 0, "done": 0, "cut": 0, "budget": 0, "dead": 0, "refused": 0, "invalid": 0,
               "other": 0}
-    if corpus == "lengths" and model is None:  # (the model's walks are not replayed without the counting)
-        counts["dead_uncounted"] = 0
+    without: dict[str, int] = {}  # outcomes of the same walks with the switched table emptied
     dead: list[dict] = []
     t0 = time.perf_counter()
     bar = tqdm(total=min(schemas, len(pool)), desc=f"dead-ends {corpus}", unit="schema")
@@ -201,23 +243,24 @@ def run_dead_ends(*, corpus: str = "maskbench", schemas: int = 40, walks: int = 
         if model is not None and len(json.dumps(schema)) > max_schema_chars:
             continue  # the prompt carries the schema: keep prefills short
         g = grammar_with_checks(comp, schema)
-        if g is None or corpus == "lengths" and not g.char_bounds:
+        if g is None or switched and not getattr(g, switched):
             continue
         counts["schemas"] += 1
         bar.update(1)
         for w in range(walks):
             if model is not None:
+                if switched:  # the same request without the table first: what it prevents
+                    g_served = compiler_for(model).compile_json_schema(schema, whitespace="flexible")
+                    with _emptied(g_served, switched):
+                        how, _ = _generate(model, schema, seed * 1000 + w, max_tokens)
+                    without[how] = without.get(how, 0) + 1
                 how, tail = _generate(model, schema, seed * 1000 + w, max_tokens)
             else:
-                if corpus == "lengths":  # the same walk without the counting first: what it prevents
-                    bounds, g.char_bounds = g.char_bounds, {}
-                    try:
-                        walk_seed = rng.random()
-                        m = Matcher(g)
-                        if _walk(m, info, eos, random.Random(walk_seed), max_steps, steer_after, False) == "dead":
-                            counts["dead_uncounted"] += 1
-                    finally:
-                        g.char_bounds = bounds
+                if switched:  # the same walk without the table first: what it prevents
+                    walk_seed = rng.random()
+                    with _emptied(g, switched):
+                        how = _walk(Matcher(g), info, eos, random.Random(walk_seed), max_steps, steer_after, False)
+                    without[how] = without.get(how, 0) + 1
                     walk_rng = random.Random(walk_seed)
                 else:
                     walk_rng = rng
@@ -230,7 +273,7 @@ def run_dead_ends(*, corpus: str = "maskbench", schemas: int = 40, walks: int = 
                 dead.append({"schema": sid, "outcome": how, "tail": tail})
     bar.close()
     return {"corpus": corpus, "seed": seed, "sampler": sampler, **counts, "seconds": time.perf_counter() - t0,
-            "dead_ends": dead}
+            "dead_ends": dead, **({"without": without} if switched else {})}
 
 
 def format_dead_ends(res: dict) -> str:
@@ -240,9 +283,10 @@ def format_dead_ends(res: dict) -> str:
              f"| {res['corpus']} (seed {res['seed']}) | {res['sampler']} | {res['schemas']} | {res['walks']} | "
              f"{res['done']} | {res['cut']} | {res['budget']} | {res['refused']} | {res['invalid']} | {res['other']} | "
              f"**{res['dead']}** |"]
-    if "dead_uncounted" in res:
-        lines.append(f"\nThe same walks without counting the characters (the check at the closing quote alone): "
-                     f"**{res['dead_uncounted']}** dead ends.")
+    if "without" in res:
+        w = res["without"]
+        lines.append(f"\nThe same walks {_WITHOUT[res['corpus']]}: " + ", ".join(
+            f"{w.get(k, 0)} {what}" for k, what in _OUTCOMES) + f", **{w.get('dead', 0)}** dead ends.")
     for d in res["dead_ends"][:12]:
         lines.append(f"- {d['schema']} ({d['outcome']}): ...{d['tail']!r}")
     return "\n".join(lines)

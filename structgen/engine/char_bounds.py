@@ -28,7 +28,7 @@ from ..byte_lru import ByteLRU
 from .counted import json_string_automaton, lockstep
 from .json_tracker import value_start
 
-__all__ = ["char_bounds_mask", "CharCounts"]
+__all__ = ["char_bounds_mask", "CharCounts", "string_value_at"]
 
 _QUOTE = 0x22
 #: Fewest characters to close from a state that cannot close (never in a trimmed automaton); also
@@ -201,24 +201,33 @@ def _string_start(tracker: tuple) -> int:
     return value_start(tracker)
 
 
+def string_value_at(state: tuple, tracker: tuple, table: dict) -> tuple | None:
+    """(the lexer's DFA index, its sub-state, ``table``'s entry, the offset of the opening quote) when
+    the output is inside a string value (not a key) whose lexeme the lexer reads with exactly one
+    terminal alive, a terminal ``table`` has; else None."""
+    if not tracker[0]:
+        return None  # outside a string
+    cid, lx, ls = state
+    live = lx.core.single_live(ls)
+    if live is None:
+        return None
+    j, sub = live
+    entry = table.get(lx.term_ids[j])
+    if entry is None:
+        return None
+    start = _string_start(tracker)
+    return None if start < 0 else (j, sub, entry, start)
+
+
 def char_bounds_mask(g, state: tuple, tracker: tuple, out, mask: np.ndarray) -> np.ndarray:
     """``mask`` without the tokens after which the string being written can no longer meet its
     counted bounds (``g.char_bounds``); the same array when none is removed or the lexer is not
     inside exactly one bounded string."""
-    if not tracker[0]:
-        return mask  # outside a string
-    cid, lx, ls = state
-    live = lx.core.single_live(ls)
-    if live is None:
+    at = string_value_at(state, tracker, g.char_bounds)
+    if at is None:
         return mask
-    j, sub = live
-    bounds = g.char_bounds.get(lx.term_ids[j])
-    if bounds is None:
-        return mask
-    start = _string_start(tracker)
-    if start < 0:
-        return mask
-    cc = char_counts(lx.core.dfas[j])
+    j, sub, bounds, start = at
+    cc = char_counts(state[1].core.dfas[j])
     if cc is None:
         return mask
     c = cc.started(bytes(out[start + 1:]))

@@ -117,6 +117,9 @@ class CompiledGrammar:
         # JSON string terminals whose length bounds their automata do not hold: counted by the mask
         # (structgen.engine.char_bounds)
         self.char_bounds = {term_index[n]: t.char_bounds for n, t in ir.terminals.items() if t.char_bounds is not None}
+        # JSON string terminals whose patterns their automata hold relaxed: followed by lazy DFAs in the
+        # mask (structgen.engine.lazy_patterns)
+        self.lazy_patterns = {term_index[n]: t.lazy_patterns for n, t in ir.terminals.items() if t.lazy_patterns}
         # configuration -> lexer id, allowed terminals -> lexer id (ints: the dicts stay untracked
         # by the garbage collector, which a cached grammar's thousands of entries would cost)
         self._lexer_of: dict[int, int] = {}
@@ -237,12 +240,18 @@ class CompiledGrammar:
         c2 = self.parser.scan(cid, terms)
         return c2 >= 0 and self.parser.can_end[c2]
 
+    def _min_lexeme(self, i: int, d) -> int:
+        """Fewest bytes of terminal ``i``'s lexeme: its automaton's, or its lazily followed patterns'
+        (quotes included) where the automaton holds them relaxed."""
+        lazy = self.lazy_patterns.get(i, ())
+        return max([d.min_length()] + [int(ld.dist[ld.start]) + 2 for ld in lazy])
+
     def min_completion(self, cid: int, lx: Lexer, ls: int) -> float:
         """Fewest bytes that finish the output from this state (budget guard)."""
         if not self._costs_ready:
             with self._lock:
                 if not self._costs_ready:
-                    compute_costs(self._autos, [0 if self.parser.lexed_as.get(i) == () else d.min_length()
+                    compute_costs(self._autos, [0 if self.parser.lexed_as.get(i) == () else self._min_lexeme(i, d)
                                                 for i, d in enumerate(self.term_dfas)])
                     self._costs_ready = True
         parser = self.parser

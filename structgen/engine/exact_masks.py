@@ -57,6 +57,7 @@ _triggers: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()  # grammar 
 #: candidate token ids per automaton state (keyed as the grammar's masks are): a function of the
 #: state alone, so a step with checks costs a dictionary hit plus the trials
 CANDIDATES = ByteLRU(8 << 20, name="exact.candidates")
+CANDIDATE_ARRAYS = ByteLRU(4 << 20, name="exact.candidate_arrays")  # the same as arrays, where a mask filters them
 #: per automaton state: (the candidates when every non-EOS token its automaton allows is one, the
 #: candidates when every other one is whitespace only), each () when not so or over LOOKAHEAD_TOKENS
 CORNERED = ByteLRU(4 << 20, name="exact.cornered")
@@ -331,11 +332,27 @@ def _item_completions(g, tracker: tuple, out, mask: np.ndarray, cands: tuple) ->
     return _by_bytes(g, found) if found else ()
 
 
-def exact_mask(g, state: tuple, tracker: tuple, out: bytearray, mask: np.ndarray) -> np.ndarray:
-    """``mask`` (the automaton's, read-only) without the tokens a check refuses from ``state`` after
-    ``out``; the same array when nothing is refused."""
+def _allowed_candidates(g, cid: int, lx, ls: int, cands: tuple, mask: np.ndarray) -> tuple:
+    """The candidates ``mask`` still allows (in their order)."""
+    key = _state_key(g, cid, lx, ls)
+    arr = CANDIDATE_ARRAYS.get(key)
+    if arr is None:
+        arr = np.array(cands, dtype=np.int64)
+        CANDIDATE_ARRAYS.put(key, arr)
+    keep = ((mask[arr >> 5] >> (arr & 31).astype(np.uint32)) & 1).astype(bool)
+    return cands if keep.all() else tuple(arr[keep].tolist())
+
+
+def exact_mask(g, state: tuple, tracker: tuple, out: bytearray, mask: np.ndarray,
+               base: np.ndarray | None = None) -> np.ndarray:
+    """``mask`` without the tokens a check refuses from ``state`` after ``out``; the same array when
+    nothing is refused.  ``base``: the automaton's mask at ``state`` (read-only), when ``mask`` is
+    it with tokens refused already (lazily followed patterns): only the candidates ``mask`` still
+    allows are tried."""
     cid, lx, ls = state
-    cands = _candidate_ids(g, cid, lx, ls, mask)
+    cands = _candidate_ids(g, cid, lx, ls, mask if base is None else base)
+    if base is not None and mask is not base and cands:
+        cands = _allowed_candidates(g, cid, lx, ls, cands, mask)
     spelled = _item_completions(g, tracker, out, mask, cands) if g.checks.item_frames else ()
     if not cands and not spelled:
         return mask

@@ -41,6 +41,7 @@ class LazyRegexGrammar:
     lazy = True
     checks = ()  # no checks at value boundaries
     char_bounds: dict = {}  # nor counted string bounds
+    lazy_patterns: dict = {}  # nor lazy string patterns
     parser = _NoParser()
 
     def __init__(self, tables: NFATables, tokenizer, trie: TokenTrie, *, source: str):

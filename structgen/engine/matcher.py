@@ -14,6 +14,7 @@ from .compiled import CompiledGrammar
 from .char_bounds import char_bounds_mask
 from .checks import CheckRun, can_end_checked
 from .exact_masks import exact_mask
+from .lazy_patterns import lazy_pattern_mask, pattern_shortfall
 from .json_tracker import EMPTY_TRACKER
 
 
@@ -88,7 +89,9 @@ class Matcher:
         self._bytes: list[bytes] = []
         # checks at value boundaries (grammars that have them only): the value tracker and the
         # output so far, with the tracker before each history entry (see structgen.engine.checks)
-        self._tracker = EMPTY_TRACKER if g.checks else None  # GrammarChecks is falsy without checks
+        # (GrammarChecks is falsy without checks; lazily followed patterns read the tracker too, where
+        # lenient=True left them without their checks)
+        self._tracker = EMPTY_TRACKER if g.checks or g.lazy_patterns else None
         self._out = bytearray()
         self._tracker_history: list[tuple] = []
         self._exact: tuple | None = None  # (step, mask) of the last exact mask made
@@ -146,7 +149,10 @@ class Matcher:
         memo = self._exact
         if memo is not None and memo[0] == self._step:
             return memo[1]
-        m = exact_mask(self.grammar, self._state, self._tracker, self._out, m)
+        base = m
+        if self.grammar.lazy_patterns:  # first: the check trials below then skip the tokens it refuses
+            m = lazy_pattern_mask(self.grammar, self._state, self._tracker, self._out, m)
+        m = exact_mask(self.grammar, self._state, self._tracker, self._out, m, base)
         if self.grammar.char_bounds:
             m = char_bounds_mask(self.grammar, self._state, self._tracker, self._out, m)
         if self.grammar.can_end(*self._state) and not self.is_accepting():
@@ -295,4 +301,7 @@ class Matcher:
         """Fewest bytes that complete the output from here (0 when accepting)."""
         if self._terminated:
             return 0.0
-        return self.grammar.min_completion(*self._state)
+        need = self.grammar.min_completion(*self._state)
+        if self._tracker is not None and self.grammar.lazy_patterns:  # the relaxed automaton knows less
+            need += pattern_shortfall(self.grammar, self._state, self._tracker, self._out)
+        return need

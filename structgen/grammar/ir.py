@@ -154,7 +154,10 @@ class Terminal:
     indentation column of a newline part.  ``lexable=False``: a ``%declare``d terminal, fed by a
     post-lexer (the indenter), never lexed.  ``char_bounds``: ``(lo, hi)`` characters a JSON string
     lexeme must hold where its DFA does not count them (the product with the bound was too large):
-    the engine's masks count them instead (``structgen.engine.char_bounds``)."""
+    the engine's masks count them instead (``structgen.engine.char_bounds``).  ``lazy_patterns``: the
+    lazy DFAs (``structgen.automata.lazy_dfa``) of the ``pattern``s a JSON string lexeme must match
+    where its DFA holds a relaxed form only (the pattern's own DFA was too large): the engine's masks
+    follow them instead (``structgen.engine.lazy_patterns``)."""
 
     name: str
     dfa: DFA
@@ -164,6 +167,7 @@ class Terminal:
     column: int | None = None
     lexable: bool = True
     char_bounds: tuple[int, int] | None = None
+    lazy_patterns: tuple = ()
 
 
 @dataclass(frozen=True)
@@ -293,7 +297,7 @@ class GrammarIR:
         for n, t in other.terminals.items():
             self.terminals[new[n]] = Terminal(new[n], t.dfa, t.ignore and gap is None,
                                               None if t.lexeme_of is None else new[t.lexeme_of], t.follow, t.column,
-                                              t.lexable, t.char_bounds)
+                                              t.lexable, t.char_bounds, t.lazy_patterns)
         for c in other.checks:
             c2 = copy.copy(c)
             c2.rule = new[c.rule]

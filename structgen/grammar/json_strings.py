@@ -15,8 +15,11 @@ from json.encoder import encode_basestring as _encode_raw, encode_basestring_asc
 import numpy as np
 
 from ..errors import GrammarError, UnsupportedFeature
-from ..automata.fsa import DFA, compact_classes, counted_repeat, dfa_cache, intersect, literal_set_dfa, trim
+from ..automata import charclass as cc
+from ..automata.fsa import DFA, compact_classes, counted_repeat, dfa_cache, intersect, literal_set_dfa, nfa_tables, trim
+from ..automata.lazy_dfa import LazyDFA
 from .regex import compile_regex
+from .regex_syntax import build_nfa
 
 #: Beyond this many counted characters a length bound is refused (the DFA would be too large).
 MAX_COUNTED_LENGTH = 4096
@@ -108,6 +111,20 @@ def _string_dfa(patterns: tuple[str, ...], min_len: int, max_len: int | None, fo
         # from one counted walk of the unbounded string (structgen.engine.counted)
         out.length_bounds = (min_len, max_len)
     return out
+
+
+@functools.lru_cache(maxsize=64)
+def lazy_content(pattern: str) -> LazyDFA | None:
+    """The content of a JSON string matching ``pattern`` (JSON Schema semantics: a search unless
+    anchored; escapes included) as a DFA made on demand, for a pattern whose whole DFA is too large
+    (``[ab]*a[ab]{22}``: 2**23 states); None when the pattern has no NFA here (lookarounds,
+    backreferences).  One per pattern, shared by every grammar: its states are made as masks reach
+    them and kept (bounded by ``lazy_dfa.MAX_LAZY_BYTES``)."""
+    try:
+        tables = nfa_tables(build_nfa(pattern, encoder=cc.JSON_STRING, search=True))
+    except (GrammarError, UnsupportedFeature):
+        return None
+    return LazyDFA(tables, source=pattern) if len(tables.start) else None
 
 
 def string_forms(values: list[str]) -> list[bytes]:

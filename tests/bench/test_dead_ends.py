@@ -22,4 +22,11 @@ def test_the_lengths_corpus_runs_each_walk_with_and_without_counting():
     res = run_dead_ends(corpus="lengths", schemas=2, walks=2, seed=0, max_steps=80, steer_after=40)
     assert res["schemas"] == 2 and res["walks"] == 4
     assert res["dead"] == 0, res["dead_ends"]
-    assert "dead_uncounted" in res and "without counting" in format_dead_ends(res)
+    assert sum(res["without"].values()) == 4 and "without counting" in format_dead_ends(res)
+
+
+def test_the_patterns_corpus_runs_each_walk_with_and_without_following():
+    res = run_dead_ends(corpus="patterns", schemas=3, walks=2, seed=0, max_steps=80, steer_after=40)
+    assert res["schemas"] == 3 and res["walks"] == 6
+    assert res["dead"] == 0, res["dead_ends"]
+    assert sum(res["without"].values()) == 6 and "without following" in format_dead_ends(res)

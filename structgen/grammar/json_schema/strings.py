@@ -6,9 +6,11 @@ from __future__ import annotations
 from ...errors import GrammarError, SchemaError, UnsupportedFeature
 from ..formats import FORMAT_REGEXES, UNSUPPORTED_FORMATS
 from ...automata.fsa import DFA, difference, difference_literals
+from ...automata.lazy_dfa import LazyDFA
 from ..ir import Expr, Graph, alt, seq
 from ..regex_syntax import relaxed_pattern
-from ..json_strings import CHUNK_CHARS, MAX_DIRECT_LENGTH, chunk_terminals, string_dfa, string_forms, tail_terminal
+from ..json_strings import (CHUNK_CHARS, MAX_DIRECT_LENGTH, chunk_terminals, lazy_content, string_dfa, string_forms,
+                            tail_terminal)
 from .json_values import check_pattern, tighten_counts
 from .limits import ANNOTATIONS, MAX_GRAPH_STATES
 from .refs import SchemaNode
@@ -49,7 +51,7 @@ class StringsMixin:
         if not patterns and not formats and not not_patterns and not not_formats and not [v for v in excluded if isinstance(v, str)] and (
                 lo > MAX_DIRECT_LENGTH or (hi is not None and hi > MAX_DIRECT_LENGTH)):
             return self.chunked_string(lo, hi)
-        char_bounds = None
+        char_bounds, lazy_patterns = None, ()
         try:
             d = string_dfa(tuple(patterns), lo, hi, tuple(formats))
         except Exception as e:
@@ -60,20 +62,29 @@ class StringsMixin:
             keyword = getattr(e, "keyword", None) or ("pattern" if patterns else "format" if formats else "maxLength")
             self.unsupported(nodes[0], keyword, str(e).split(": ", 1)[-1])
             d = None
+            # a pattern whose own DFA is too large is followed by a lazy DFA in the masks
+            # (structgen.engine.lazy_patterns); the automaton holds its relaxed form
+            lazy = {p: ld for p in dict.fromkeys(patterns) if (ld := _lazy_only(p)) is not None}
+            eager = tuple(p for p in patterns if p not in lazy)
             # patterns relaxed (counted repetitions opened, backreferences as their groups: every
             # string the pattern matches, usually more) keep the string close to the pattern
             relaxed = tuple(r for r in (_relaxed(p) for p in patterns) if r is not None)
+            eager_relaxed = eager + tuple(r for r in (_relaxed(p) for p in lazy) if r is not None)
             exact, fmts = tuple(patterns), tuple(formats)
-            for approx in dict.fromkeys(((exact, fmts), (relaxed, fmts), ((), fmts), (exact, ()), (relaxed, ()),
-                                         ((), ()))):
+            for approx in dict.fromkeys(((exact, fmts), (eager_relaxed, fmts), (relaxed, fmts), ((), fmts),
+                                         (exact, ()), (eager_relaxed, ()), (relaxed, ()), ((), ()))):
+                if not lazy.keys().isdisjoint(approx[0]):
+                    continue  # (known too large)
                 try:  # the tightest over-approximation that compiles (dropping bounds, then patterns...)
                     d = string_dfa(tuple(approx[0]), 0, None, tuple(approx[1]))
                 except (UnsupportedFeature, GrammarError):
                     continue
-                if approx == (exact, fmts) and (lo or hi is not None):
-                    # only the length was dropped (its product with the pattern or format is too large
-                    # for one automaton): the masks count the characters instead
+                if lo or hi is not None:
+                    # the length was dropped (its product with the pattern or format is too large for
+                    # one automaton): the masks count the characters instead
                     char_bounds = (lo, hi)
+                if not set(exact) <= set(approx[0]):
+                    lazy_patterns = tuple(lazy.values())
                 break
         for f in not_formats:
             d = difference(d, string_dfa(formats=(f,)))
@@ -91,6 +102,8 @@ class StringsMixin:
                          tuple(not_formats)), d, "STR")
         if char_bounds is not None:
             self.ir.terminals[sym.name].char_bounds = char_bounds
+        if lazy_patterns:
+            self.ir.terminals[sym.name].lazy_patterns = lazy_patterns
         return sym
 
     def chunked_string(self, lo: int, hi: int | None) -> Expr | None:
@@ -147,6 +160,18 @@ class StringsMixin:
             raise UnsupportedFeature("propertyNames must be a string schema", pointer=names_nodes[0].ptr,
                                      keyword="propertyNames")
         return d
+
+
+def _lazy_only(pattern: str) -> LazyDFA | None:
+    """The pattern's lazy content DFA (:func:`~structgen.grammar.json_strings.lazy_content`) when its
+    own DFA is too large to build; None when it builds, or has no NFA either."""
+    try:
+        string_dfa((pattern,))
+        return None
+    except UnsupportedFeature:
+        return None
+    except GrammarError:
+        return lazy_content(pattern)
 
 
 def _relaxed(pattern: str) -> str | None:

@@ -120,6 +120,11 @@ def token_dfa(grammar, *, max_states: int = MAX_STATES) -> TokenDFA:
             "the constraint is checked on whole values as they complete (uniqueItems, or keywords enforced by "
             "jsonschema at value boundaries): it has no finite token automaton, so the HMM cannot look ahead "
             "over it", keyword="decog")
+    if getattr(grammar, "lazy_patterns", None):
+        raise UnsupportedFeature(
+            "a string pattern of the constraint is too large for an automaton (its states are made as masks reach "
+            "them): it has no finite token automaton to tabulate, so the HMM cannot look ahead over it",
+            keyword="decog")
     # a lazy regex (structgen.engine.lazy_regex) has no rules: regular, its states are enumerated below
     rec = None if getattr(grammar, "lazy", False) else recursive_rule(grammar.parser.autos, grammar.parser.start_rule)
     if rec is not None:
