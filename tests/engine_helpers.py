@@ -82,3 +82,29 @@ def tokenize_randomly(data: bytes, vocab: dict[bytes, int], rng: random.Random) 
         out.append(vocab[data[i:j]])
         i = j
     return out
+
+
+def masks_agree_along_walks(a_grammar, b_grammar, rng: random.Random, pick, *, walks: int, steps: int,
+                            same_completion: bool = False) -> int:
+    """Walk two grammars of one language with the same tokens (``pick(rng, allowed ids, walk)`` draws
+    one) and require equal masks at every step (and, with ``same_completion``, equal shortest
+    completions); returns the steps compared."""
+    from structgen.engine.matcher import Matcher
+
+    def ids(m):
+        return np.flatnonzero(np.unpackbits(m.next_token_mask().view(np.uint8), bitorder="little")[:m.vocab_size])
+
+    compared = 0
+    for walk in range(walks):
+        a, b = Matcher(a_grammar), Matcher(b_grammar)
+        for _ in range(steps):
+            ma, mb = ids(a), ids(b)
+            assert np.array_equal(ma, mb), (a.output_bytes(), sorted(set(ma.tolist()) ^ set(mb.tolist()))[:10])
+            compared += 1
+            if not len(ma) or a.is_terminated():
+                break
+            t = pick(rng, ma, walk)
+            assert a.accept_token(t) and b.accept_token(t)
+            if same_completion:
+                assert a.min_completion_bytes() == b.min_completion_bytes(), a.output_bytes()
+    return compared

@@ -17,6 +17,7 @@ import pytest
 import structgen.automata.fsa as fsa
 from structgen.compiler import GrammarCompiler
 from structgen.engine.matcher import Matcher
+from engine_helpers import masks_agree_along_walks
 
 WORDS = r"^(?:\S+\s+){0,9}\S+$"  # ten words: with maxLength 120, a 68,000-state product
 DOTTED = r'^[^\.\s\\/:\*\?"<>\|\x01-\x1f]{1,32}(\.[^\.\s\\/:\*\?"<>\|\x01-\x1f]{1,32}){1,7}$'  # winget's ids
@@ -56,18 +57,9 @@ def test_counted_masks_equal_the_exact_product(smol_info, monkeypatch, name):
     exact = GrammarCompiler(smol_info).compile_json_schema(schema)
     assert not exact.char_bounds and not exact.checks
     tb = smol_info.token_bytes
-    rng = random.Random(zlib.crc32(name.encode()))
-    steps = 0
-    for walk in range(8):
-        a, b = Matcher(counted), Matcher(exact)
-        for _ in range(160):
-            ma, mb = _ids(a.next_token_mask(), counted.vocab_size), _ids(b.next_token_mask(), exact.vocab_size)
-            assert np.array_equal(ma, mb), (a.output_bytes(), sorted(set(ma.tolist()) ^ set(mb.tolist()))[:10])
-            steps += 1
-            if not len(ma) or a.is_terminated():
-                break
-            t = _walk_token(rng, ma, counted.eos_ids, tb, walk % 2 == 0)
-            assert a.accept_token(t) and b.accept_token(t)
+    steps = masks_agree_along_walks(
+        counted, exact, random.Random(zlib.crc32(name.encode())),
+        lambda rng, ids, walk: _walk_token(rng, ids, counted.eos_ids, tb, walk % 2 == 0), walks=8, steps=160)
     assert steps > 60
 
 

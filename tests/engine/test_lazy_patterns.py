@@ -20,6 +20,7 @@ import structgen.grammar.regex as regex
 from structgen.compiler import GrammarCompiler
 from structgen.engine.matcher import Matcher
 from structgen.runtime.budget import BudgetGuard
+from engine_helpers import masks_agree_along_walks
 
 CASES = {
     "an a 13th from the end, the whole output": {"type": "string", "pattern": "^[ab]*a[ab]{12}$"},
@@ -55,21 +56,11 @@ def test_lazy_masks_equal_the_pattern_automaton(smol_info, monkeypatch, tmp_path
     assert lazy.lazy_patterns, "the pattern should be over the lowered limit (the case tests nothing)"
     exact = GrammarCompiler(smol_info).compile_json_schema(schema)
     assert not exact.lazy_patterns and not exact.checks
-    tb = smol_info.token_bytes
-    rng = random.Random(zlib.crc32(name.encode()))
-    steps = 0
-    for walk in range(10):
-        a, b = Matcher(lazy), Matcher(exact)
-        for _ in range(120):
-            ma, mb = _ids(a.next_token_mask(), lazy.vocab_size), _ids(b.next_token_mask(), exact.vocab_size)
-            assert np.array_equal(ma, mb), (a.output_bytes(), sorted(set(ma.tolist()) ^ set(mb.tolist()))[:10])
-            steps += 1
-            if not len(ma) or a.is_terminated():
-                break
-            pick = [int(t) for t in ma if t not in lazy.eos_ids] or [int(ma[0])]
-            t = rng.choice(pick)
-            assert a.accept_token(t) and b.accept_token(t)
-            assert a.min_completion_bytes() == b.min_completion_bytes(), a.output_bytes()
+    def pick(rng, ids, walk):
+        return rng.choice([int(t) for t in ids if t not in lazy.eos_ids] or [int(ids[0])])
+
+    steps = masks_agree_along_walks(lazy, exact, random.Random(zlib.crc32(name.encode())), pick, walks=10, steps=120,
+                                    same_completion=True)
     assert steps > 150
 
 
