@@ -20,6 +20,7 @@ import numba
 import numpy as np
 
 from ..errors import GrammarError
+from ..uids import new_uid
 from .fsa import NFA, NFATables, nfa_tables
 
 __all__ = ["LazyDFA", "MAX_LAZY_BYTES", "UNKNOWN", "FULL", "warm_up_lazy_dfa"]
@@ -222,6 +223,7 @@ class LazyDFA:
                  capacity: int = 1024):
         self.tables = tables
         self.source = source
+        self.uid = new_uid()  # cache key of what is derived from its states (never reused, unlike id())
         self.max_bytes = max_bytes
         self.classmap = tables.classmap
         self.n_words = max(1, (tables.n_states + 63) // 64)

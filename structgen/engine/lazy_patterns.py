@@ -78,7 +78,7 @@ def _content_mask(g, dfa, content: bytes) -> np.ndarray | None:
     s = dfa.run(dfa.start, content)
     if s < 0:
         return None
-    key = (g.trie.uid, id(dfa), s)
+    key = (g.trie.uid, dfa.uid, s)
     hit = WALKS.get(key)
     if hit is None:
         hit = dfa.mask(s, g.trie, g.n_words, closer=_QUOTE)
@@ -88,7 +88,7 @@ def _content_mask(g, dfa, content: bytes) -> np.ndarray | None:
 
 def _refused_contents(trie, inside: bool, dfa) -> np.ndarray:
     """Bool per opening token (:func:`_opening_tokens`): the pattern refuses the content it writes."""
-    key = (trie.uid, inside, id(dfa))
+    key = (trie.uid, inside, dfa.uid)
     hit = _refused_by.get(key)
     if hit is None:
         ids, offsets = _opening_tokens(trie, inside)
@@ -113,7 +113,7 @@ def _opener_refusals(g, state: tuple, inside: bool) -> np.ndarray:
     ids, offsets = _opening_tokens(g.trie, inside)
     base = g.mask(cid, lx, ls)
     pick = ((base[ids >> 5] >> (ids & 31).astype(np.uint32)) & 1).astype(bool)
-    refusing = {id(d): _refused_contents(g.trie, inside, d) for ds in g.lazy_patterns.values() for d in ds}
+    refusing = {d.uid: _refused_contents(g.trie, inside, d) for ds in g.lazy_patterns.values() for d in ds}
     pick &= np.logical_or.reduce(list(refusing.values()))
     tb = g.tokenizer.token_bytes
     refused = []
@@ -125,7 +125,7 @@ def _opener_refusals(g, state: tuple, inside: bool) -> np.ndarray:
         _, lx2, ls2 = nxt
         live = lx2.core.single_live(ls2)
         dfas = None if live is None else g.lazy_patterns.get(lx2.term_ids[live[0]])
-        if dfas is not None and any(refusing[id(d)][i] for d in dfas):
+        if dfas is not None and any(refusing[d.uid][i] for d in dfas):
             refused.append(t)
     hit = np.array(refused, dtype=np.int64)
     OPENERS.put(key, hit)

@@ -67,6 +67,12 @@ def compile_served(compiler: GrammarCompiler, kind: str, spec: str):
     raise ValueError(f"structgen does not serve {kind!r} requests (it serves {', '.join(KINDS)})")
 
 
+def _ids(words: np.ndarray) -> np.ndarray:
+    """The token ids whose bits are set in ``words`` (ascending)."""
+    return np.flatnonzero(np.unpackbits(np.ascontiguousarray(words, dtype=np.uint32).view(np.uint8),
+                                        bitorder="little")).astype(np.int64)
+
+
 @dataclass
 class ServedGrammar:
     """One request's grammar object over a structgen Matcher, in vLLM's method shapes
@@ -181,26 +187,39 @@ class ServedGrammar:
 
     def _costs(self, words: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(allowed token ids, the tokens each needs at least: itself, the shortest completion after
-        it one token per byte, EOS: ``BudgetGuard.cost``).  A grammar without checks keeps them per
-        parser and lexer state (the same state comes back every step inside a long string or a
-        repeated item)."""
+        it one token per byte, EOS: ``BudgetGuard.cost``).  What the parser and lexer state alone
+        decides (``BudgetGuard.state_costs``: inside a string, nearly every token) is kept per state,
+        for the grammar's own mask there; the rest is tried token by token -- and kept too where the
+        grammar has no checks, so the state decides everything."""
         m = self.matcher
-        key = None
-        if not m.may_dead_end:  # no checks: the state alone decides what follows
-            cid, lx, ls = m._state
-            key = (cid, lx.id, ls)
-            hit = self._cost_cache.get(key)
-            if hit is not None:
-                return hit
-        ids = np.flatnonzero(np.unpackbits(np.ascontiguousarray(words, dtype=np.uint32).view(np.uint8),
-                                           bitorder="little")).astype(np.int64)
-        cost = BudgetGuard(m).costs(ids)
-        if self.stop_token_ids:
-            cost[np.isin(ids, np.fromiter(self.stop_token_ids, dtype=np.int64))] = 0
-        if key is not None:
+        guard = BudgetGuard(m)
+        cid, lx, ls = m._state
+        key = (cid, lx.id, ls)
+        ids = _ids(words)
+        hit = self._cost_cache.get(key)
+        if hit is None:
             if len(self._cost_cache) > 256:
                 self._cost_cache.clear()
-            self._cost_cache[key] = (ids, cost)
+            base = ids if not m.may_dead_end else _ids(m.grammar.mask(cid, lx, ls))
+            hit = self._cost_cache[key] = (base, guard.state_costs(base))
+        base, base_cost = hit
+        if m.may_dead_end or len(base) != len(ids) or not np.array_equal(base, ids):
+            pos = np.minimum(np.searchsorted(base, ids), max(len(base) - 1, 0))
+            found = base[pos] == ids if len(base) else np.zeros(len(ids), dtype=bool)
+            cost = np.full(len(ids), np.nan)
+            cost[found] = base_cost[pos[found]]
+        else:
+            cost = base_cost
+        todo = np.flatnonzero(np.isnan(cost))
+        if len(todo):
+            cost = cost.copy()
+            for i in todo.tolist():
+                cost[i] = guard.cost(int(ids[i]))
+            if not m.may_dead_end and len(base) == len(ids):
+                self._cost_cache[key] = (base, cost)  # no checks: the state decides the rest too
+        if self.stop_token_ids:
+            cost = cost.copy()
+            cost[np.isin(ids, np.fromiter(self.stop_token_ids, dtype=np.int64))] = 0
         return ids, cost
 
     @property

@@ -52,20 +52,34 @@ class BudgetGuard:
             m.rollback(1)
 
     def costs(self, ids: np.ndarray) -> np.ndarray:
-        """:meth:`cost` of every token in ``ids`` (a mask's allowed tokens), for a matcher without
-        checks at value boundaries.  A token whose bytes all stay inside the lexeme being read leaves
-        the parser where it is, so its cost is the shortest completion from the lexer state its bytes
-        end in: those tokens (inside a string, nearly the whole vocabulary) are walked through the
-        lexer's table together, and only the others are accepted and rolled back one by one."""
+        """:meth:`cost` of every token in ``ids`` (a mask's allowed tokens): :meth:`state_costs`, and
+        the others accepted and rolled back one by one."""
+        ids = np.asarray(ids, dtype=np.int64)
+        out = self.state_costs(ids)
+        for i in np.flatnonzero(np.isnan(out)).tolist():
+            out[i] = self.cost(int(ids[i]))
+        return out
+
+    def state_costs(self, ids: np.ndarray) -> np.ndarray:
+        """:meth:`cost` of the tokens of ``ids`` (allowed by the exact mask) that the automaton state
+        alone decides, NaN for the others -- so a caller may keep the result per state.  A token whose
+        bytes all stay inside the lexeme being read leaves the parser where it is, so its cost is the
+        shortest completion from the lexer state its bytes end in: those tokens (inside a string,
+        nearly the whole vocabulary) are walked through the lexer's table together.  Left NaN: tokens
+        that cross a lexeme boundary; with checks at value boundaries, also those that complete the
+        lexeme (a check may prune readings there); everything where a string's lazily followed
+        pattern counts too (what it needs depends on the text), or a few tokens (one by one is as
+        quick)."""
         m = self.matcher
         ids = np.asarray(ids, dtype=np.int64)
-        out = np.zeros(len(ids), dtype=np.float64)
         g = m.grammar
-        if m.may_dead_end or m.is_terminated() or len(ids) < 256:  # few tokens: one by one is as quick
-            return np.array([self.cost(int(t)) for t in ids], dtype=np.float64)
+        out = np.full(len(ids), np.nan)
+        if m.is_terminated() or len(ids) < 256 or m.may_dead_end and getattr(g, "lazy_patterns", None):
+            return out
         cid, lx, ls = m._state
         padded, lengths = _byte_table(g.tokenizer)
         special = np.isin(ids, np.fromiter(g.eos_ids, dtype=np.int64, count=len(g.eos_ids)))
+        out[special] = 0.0
         walk = ids[~special]
         end_states = getattr(g, "token_end_states", None)
         if end_states is not None:  # the whole output is one lexeme (a lazy regex): its automaton says
@@ -81,13 +95,14 @@ class BudgetGuard:
                     break
                 nxt = trans[state[step], classmap[padded[walk[step], j]]]
                 state[step] = nxt
-                live[step] = nxt >= 0  # a lexeme boundary (or a refusal): the slow path decides
+                live[step] = nxt >= 0  # a lexeme boundary (or a refusal): one by one
             inside = live & (lengths[walk] > 0)
-        cost_walk = np.empty(len(walk), dtype=np.float64)
+            if m.may_dead_end and inside.any():  # a lexeme completed by the token may run a check
+                complete = np.frombuffer(lx.core._dead_end_flags(), dtype=np.bool_)
+                inside &= ~complete[np.where(inside, state, 0)]
+        cost_walk = np.full(len(walk), np.nan)
         for end in np.unique(state[inside]).tolist():
             cost_walk[inside & (state == end)] = g.min_completion(cid, lx, end) + 2  # the token, the rest, EOS
-        for i in np.flatnonzero(~inside).tolist():
-            cost_walk[i] = self.cost(int(walk[i]))
         out[~special] = cost_walk
         return out
 

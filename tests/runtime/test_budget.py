@@ -14,6 +14,11 @@ SCHEMA = {"type": "object", "required": ["name", "tags"],
                                                              "properties": {"a": {"type": "string"},
                                                                             "b": {"type": "integer"}}}}}}
 TEXT = '{"name": "Al", "tags": [{"a": "x y", "b": 12}, {"a": "q'
+#: with checks at value boundaries (uniqueItems over objects, oneOf branches that overlap): the
+#: tokens that complete a lexeme are tried one by one there, the others still walk together
+CHECKED = {"type": "object", "required": ["name", "tags"],
+           "properties": {"name": {"oneOf": [{"type": "string", "maxLength": 1}, {"type": "string", "pattern": "^A"}]},
+                          "tags": {"type": "array", "uniqueItems": True, "items": SCHEMA["properties"]["tags"]["items"]}}}
 
 
 def _allowed(m: Matcher) -> np.ndarray:
@@ -21,9 +26,10 @@ def _allowed(m: Matcher) -> np.ndarray:
     return np.flatnonzero(np.unpackbits(words.view(np.uint8), bitorder="little"))[: m.grammar.vocab_size]
 
 
-@pytest.mark.parametrize("whitespace", ["compact", "flexible"])
-def test_costs_equal_cost_token_by_token(smol_info, smol_hf_tokenizer, whitespace):
-    g = GrammarCompiler(smol_info).compile_json_schema(SCHEMA, whitespace=whitespace)
+@pytest.mark.parametrize("whitespace,schema", [("compact", SCHEMA), ("flexible", SCHEMA), ("flexible", CHECKED)])
+def test_costs_equal_cost_token_by_token(smol_info, smol_hf_tokenizer, whitespace, schema):
+    g = GrammarCompiler(smol_info).compile_json_schema(schema, whitespace=whitespace)
+    assert bool(g.checks) == (schema is CHECKED)
     m = Matcher(g)
     guard = BudgetGuard(m)
     text = TEXT if whitespace == "flexible" else TEXT.replace(": ", ":").replace(", ", ",")
