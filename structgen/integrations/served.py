@@ -39,6 +39,9 @@ JSON_WHITESPACE = "flexible"
 #: before every allowed token is checked against it: a token adds at most this many bytes to the
 #: shortest completion in the grammars measured (an array item's separator opening a new item)
 BUDGET_MARGIN = 48
+#: bytes of budget prices one request keeps (per parser/lexer state, two arrays over the allowed tokens:
+#: 1.5 MB for a state inside a string of a 129k vocabulary)
+COST_CACHE_BYTES = 32 << 20
 
 #: the request kinds :func:`compile_served` takes
 KINDS = ("json", "json_object", "regex", "choice", "lark", "structural_tag")
@@ -88,6 +91,7 @@ class ServedGrammar:
     _history: list[bool] = field(default_factory=list)  # per taken token: True when it was a stop
     _stopped: bool = False
     _cost_cache: dict = field(default_factory=dict)
+    _cost_bytes: int = 0
 
     def set_budget(self, max_tokens: int | None) -> None:
         """Mask every token after which the output could no longer finish in ``max_tokens``."""
@@ -198,10 +202,12 @@ class ServedGrammar:
         ids = _ids(words)
         hit = self._cost_cache.get(key)
         if hit is None:
-            if len(self._cost_cache) > 256:
+            if len(self._cost_cache) > 256 or self._cost_bytes > COST_CACHE_BYTES:
                 self._cost_cache.clear()
+                self._cost_bytes = 0
             base = ids if not m.may_dead_end else _ids(m.grammar.mask(cid, lx, ls))
             hit = self._cost_cache[key] = (base, guard.state_costs(base))
+            self._cost_bytes += base.nbytes + hit[1].nbytes
         base, base_cost = hit
         if m.may_dead_end or len(base) != len(ids) or not np.array_equal(base, ids):
             pos = np.minimum(np.searchsorted(base, ids), max(len(base) - 1, 0))
