@@ -28,7 +28,7 @@ from ..byte_lru import ByteLRU
 from .counted import json_string_automaton, lockstep
 from .json_tracker import value_start
 
-__all__ = ["char_bounds_mask", "CharCounts", "string_value_at"]
+__all__ = ["char_bounds_mask", "CharCounts", "cleared", "string_value_at"]
 
 _QUOTE = 0x22
 #: Fewest characters to close from a state that cannot close (never in a trimmed automaton); also
@@ -239,8 +239,11 @@ def char_bounds_mask(g, state: tuple, tracker: tuple, out, mask: np.ndarray) -> 
     if max_need <= room and min_shut >= lo - c:
         return mask
     ids = tok[(need > room) | closed & (need < lo - c)]
-    if not len(ids):
-        return mask
-    out_mask = mask.copy()
-    np.bitwise_and.at(out_mask, ids >> 5, ~np.left_shift(np.uint32(1), (ids & 31).astype(np.uint32)))
-    return out_mask
+    return cleared(mask, ids) if len(ids) else mask
+
+
+def cleared(mask: np.ndarray, ids: np.ndarray) -> np.ndarray:
+    """A copy of ``mask`` (uint32 words) with the bits of token ids ``ids`` cleared."""
+    out = mask.copy()
+    np.bitwise_and.at(out, ids >> 5, ~np.left_shift(np.uint32(1), (ids & 31).astype(np.uint32)))
+    return out

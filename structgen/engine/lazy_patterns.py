@@ -25,7 +25,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..byte_lru import ByteLRU
-from .char_bounds import string_value_at
+from .char_bounds import cleared, string_value_at
 
 __all__ = ["lazy_pattern_mask", "pattern_shortfall", "warm_up"]
 
@@ -64,12 +64,6 @@ def _opening_tokens(trie, inside: bool) -> tuple[np.ndarray, np.ndarray]:
                 offsets.append(opened)
         hit = _opener_tables[key] = (np.array(ids, dtype=np.int64), np.array(offsets, dtype=np.int64))
     return hit
-
-
-def _refuse(mask: np.ndarray, ids: np.ndarray) -> np.ndarray:
-    out = mask.copy()
-    np.bitwise_and.at(out, ids >> 5, ~np.left_shift(np.uint32(1), (ids & 31).astype(np.uint32)))
-    return out
 
 
 def _content_mask(g, dfa, content: bytes) -> np.ndarray | None:
@@ -138,7 +132,7 @@ def lazy_pattern_mask(g, state: tuple, tracker: tuple, out, mask: np.ndarray) ->
     if not tracker[1]:  # (after a backslash no token opens a string)
         refused = _opener_refusals(g, state, bool(tracker[0]))
         if len(refused):
-            mask = _refuse(mask, refused)
+            mask = cleared(mask, refused)
     at = string_value_at(state, tracker, g.lazy_patterns)
     if at is None:
         return mask

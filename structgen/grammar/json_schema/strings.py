@@ -68,8 +68,9 @@ class StringsMixin:
             eager = tuple(p for p in patterns if p not in lazy)
             # patterns relaxed (counted repetitions opened, backreferences as their groups: every
             # string the pattern matches, usually more) keep the string close to the pattern
-            relaxed = tuple(r for r in (_relaxed(p) for p in patterns) if r is not None)
-            eager_relaxed = eager + tuple(r for r in (_relaxed(p) for p in lazy) if r is not None)
+            relaxed_of = {p: _relaxed(p) for p in dict.fromkeys(patterns)}
+            relaxed = tuple(r for r in (relaxed_of[p] for p in patterns) if r is not None)
+            eager_relaxed = eager + tuple(r for r in (relaxed_of[p] for p in lazy) if r is not None)
             exact, fmts = tuple(patterns), tuple(formats)
             for approx in dict.fromkeys(((exact, fmts), (eager_relaxed, fmts), (relaxed, fmts), ((), fmts),
                                          (exact, ()), (eager_relaxed, ()), (relaxed, ()), ((), ()))):
