@@ -29,11 +29,13 @@ from .json_tracker import track, value_start
 from .parser import CALL_SHIFT, FRAME_BITS, FRAME_MASK, ITEM_FRAME
 from .rules import TERM_SHIFT
 
-__all__ = ["GrammarChecks", "CheckRun", "can_end_checked"]
+__all__ = ["GrammarChecks", "CheckRun", "can_end_checked", "check_may_run"]
 
 #: Verdicts of pure value checks remembered per grammar (the early check and the scan meet the
 #: same text); the memo is cleared past this many entries.
 CHECK_MEMO_ENTRIES = 4096
+#: Entries of a grammar's "can a check run at this lexeme's end" table before it is cleared.
+MAY_RUN_ENTRIES = 65536
 
 
 class GrammarChecks:
@@ -58,6 +60,8 @@ class GrammarChecks:
         #: per rule, per state: 1 where the rule is complete and nothing can follow (it pops at once)
         self.rule_done = rule_done_states(autos) if self.value else []
         self.memo: dict = {}
+        #: (configuration, terminals) -> whether ending such a lexeme there can run a check
+        self.may_run: dict[tuple, bool] = {}
         #: terminals whose lexeme can complete a checked value or an item of a distinct-items array
         #: (exact masks try only the tokens that can end such a lexeme: structgen.engine.exact_masks)
         self.trigger_terms: frozenset[int] = trigger_terminals(autos, set(self.value) | set(distinct))
@@ -273,6 +277,61 @@ def ended(g, cid: int, terms: tuple, tracker: tuple, buf, end: int) -> int:
         if failing and len(failing) == len(g.parser.stacks[c2]):
             return -1
     return c2
+
+
+def check_may_run(g, cid: int, terms: tuple) -> bool:
+    """Whether a lexeme of ``terms`` ending in configuration ``cid`` can run a check, whatever the
+    output: a value check of a rule the scan completes (directly or through the callers that
+    complete with it, as :func:`pruned` walks them) or the distinct-items check of an array item
+    it ends (as :func:`_duplicates` finds them).  Checks only drop readings, so a configuration
+    with more readings than the one a trial meets errs towards True.  Cached per grammar."""
+    checks = g.checks
+    key = (cid, terms)
+    hit = checks.may_run.get(key)
+    if hit is None:
+        hit = _value_check_may_run(g, cid, terms) or _item_check_may_run(g, cid, terms)
+        if len(checks.may_run) >= MAY_RUN_ENTRIES:
+            checks.may_run.clear()
+        checks.may_run[key] = hit
+    return hit
+
+
+def _value_check_may_run(g, cid: int, terms: tuple) -> bool:
+    checks = g.checks
+    if not checks.value:
+        return False
+    parser = g.parser
+    autos, done, checked = parser.autos, checks.rule_done, checks.value
+    met: list[int] = []
+
+    def meets(rule: int) -> bool:  # filtered_call's "fails": never drops, notes a checked rule
+        if rule in checked:
+            met.append(rule)
+        return False
+
+    memo: dict[int, int] = {}
+    for item in parser.stacks[cid]:
+        frame, k = item & ITEM_FRAME, item >> CALL_SHIFT
+        r, s = frame >> FRAME_BITS, frame & FRAME_MASK
+        edges, base = autos[r].term_next, s << TERM_SHIFT
+        for t in terms:
+            nxt = edges.get(base | t)
+            if nxt is None or not done[r][nxt]:
+                continue
+            if r in checked:
+                return True
+            parser.filtered_call(k, done, meets, memo)
+            if met:
+                return True
+    return False
+
+
+def _item_check_may_run(g, cid: int, terms: tuple) -> bool:
+    frames_of = g.checks.item_frames
+    if not frames_of or g.parser.ignore_set.issuperset(terms):
+        return False
+    c2 = g.parser.scan(cid, terms)
+    return c2 >= 0 and any(item & ITEM_FRAME in frames_of for item in g.parser.stacks[c2])
 
 
 def can_end_checked(g, cid: int, lx, ls: int, tracker: tuple, out) -> bool:

@@ -293,10 +293,24 @@ class CompiledGrammar:
     def _continue(self, cid: int, lx: Lexer, walk, m: np.ndarray) -> None:
         """Add the tokens that cross lexeme boundaries: from each group of boundary nodes, the
         parser's next lexer continues the walk (results cached per group and lexer core)."""
+        def add(cid, terms, c2, lx2, gid, nodes, w2, carry):
+            if len(w2[WORDS]):
+                or_words(m, w2[WORDS], w2[VALS])
+                if lx2.widened:
+                    self._clear_ends(c2, lx2, m, 0, gid, nodes)
+
+        self.follow_boundaries(cid, lx, walk, add)
+
+    def follow_boundaries(self, cid: int, lx: Lexer, walk, visit) -> None:
+        """Follow a walk across every lexeme boundary its tokens cross, at any depth: for each
+        group of boundary nodes and each reading of the lexeme ending there, ``visit(cid, terms,
+        c2, lx2, gid, nodes, w2, carry)`` gets the configuration and terminals scanned, the
+        configuration and lexer after them and the continuation walk ``w2``; what it returns is
+        the ``carry`` of the groups deeper in the same tokens (None at the first boundary)."""
         scan, lexer_for, cont = self.parser.scan, self.lexer_for, self._walker.cont
-        todo = [(cid, lx, walk)]
+        todo = [(cid, lx, walk, None)]
         while todo:
-            cid, lx, walk = todo.pop()
+            cid, lx, walk, carry = todo.pop()
             core, acc_set = lx.core, lx.acc_set
             own = walk[OWN]  # a continuation walk of this very core: labels are accept sets
             for label, gid, nodes in walk[GROUPS]:
@@ -311,12 +325,9 @@ class CompiledGrammar:
                         continue
                     lx2 = lexer_for(c2, first)
                     w2 = cont(gid, nodes, lx2)
-                    if len(w2[WORDS]):
-                        or_words(m, w2[WORDS], w2[VALS])
-                        if lx2.widened:
-                            self._clear_ends(c2, lx2, m, 0, gid, nodes)
+                    deeper = visit(cid, terms, c2, lx2, gid, nodes, w2, carry)
                     if len(w2[EV_NODES]):
-                        todo.append((c2, lx2, w2))
+                        todo.append((c2, lx2, w2, deeper))
 
     def _clear_ends(self, cid: int, lx: Lexer, m: np.ndarray, ls: int, gid: int = 0, nodes=None) -> None:
         """Drop the tokens that complete a widened literal the parser does not allow (see

@@ -7,19 +7,20 @@ distribution must be the one it masked with, so the mask handed out is made exac
 allowed token that *could* run a check is tried on the real output, and the ones a check refuses
 are cleared.
 
-A check runs only where a lexeme of a *trigger* terminal ends (one whose scan can complete a
-checked value or an array item: ``GrammarChecks.trigger_terms``), at a lexeme boundary or where
-the lexeme cannot grow (an accepting state with no way out, e.g. a string's closing quote).  So
-only these tokens are tried, the rest provably run no check:
+A check runs only where a lexeme ends whose scan completes a checked value or an array item of a
+distinct-items array, at a lexeme boundary or where the lexeme cannot grow (an accepting state with
+no way out, e.g. a string's closing quote).  Whether it can is a function of the parser
+configuration and the lexeme's terminals (:func:`~structgen.engine.checks.check_may_run`), so the
+candidates are found by following the mask's own walk across the boundaries its tokens cross:
 
-* tokens crossing a lexeme boundary (outside the lexer state's inside walk) that contain a byte
-  that can end a trigger lexeme -- or any crossing token, when the pending lexeme itself may be
-  a trigger's;
-* tokens staying inside the lexeme whose last byte can end a trigger lexeme and lead into an
-  accepting dead end.
+* tokens crossing a boundary where a check can run (and everything deeper in those tokens);
+* tokens ending in a lexeme that can close there with a check, whose last byte can close a trigger
+  lexeme -- inside the current lexeme or after a boundary.
 
-The byte sets are cached per grammar and lexer core, the per-byte token sets per vocabulary, so a
-step costs a few numpy word operations plus one trial per candidate.
+A check on one value (a URL's format, one object's required keys) thus makes no candidates where
+the output is elsewhere, though its terminal (a string, ``}``) is shared with values that have none.
+The candidates are cached per automaton state, so a step with checks costs a dictionary hit plus
+one trial per candidate.
 
 **No dead ends.** A token ``accept_token`` takes can still lead into a state where every token is
 refused before the output is complete: a string item of a ``uniqueItems`` array one character short
@@ -42,8 +43,9 @@ import weakref
 import numpy as np
 
 from ..byte_lru import ByteLRU
-from .checks import CheckRun, can_end_checked
-from .walks import MASK
+from .checks import CheckRun, can_end_checked, check_may_run
+from .trie import or_words
+from .walks import EV_NODES, MASK, VALS, WORDS
 
 __all__ = ["exact_mask", "dead_after", "LOOKAHEAD_TOKENS"]
 
@@ -62,26 +64,21 @@ CANDIDATE_ARRAYS = ByteLRU(4 << 20, name="exact.candidate_arrays")  # the same a
 #: candidates when every other one is whitespace only), each () when not so or over LOOKAHEAD_TOKENS
 CORNERED = ByteLRU(4 << 20, name="exact.cornered")
 _grows: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()  # lexer core -> bool per state
+_closing_sets: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()  # lexer core -> accept sets that close
 _token_ids: dict[int, dict] = {}  # trie uid -> {token bytes: id}
 
 
-def _token_sets(trie, kind: str) -> np.ndarray:
-    """[256, n_words] uint32: row b holds the tokens whose last byte is b (``kind="last"``) or
-    that contain b anywhere (``"any"``).  1 MB per 32k tokens each."""
-    key = (trie.uid, kind)
+def _last_byte_sets(trie) -> np.ndarray:
+    """[256, n_words] uint32: row b holds the tokens whose last byte is b (1 MB per 32k tokens)."""
+    key = (trie.uid, "last")
     hit = _by_byte.get(key)
     if hit is None:
         if len(_by_byte) >= 8:
             _by_byte.clear()
         n = ((trie.vocab_size + 31) // 32) * 32
         tb = trie.token_bytes
-        if kind == "last":
-            ids = np.array([i for i, b in enumerate(tb) if b], dtype=np.int64)
-            rows = np.frombuffer(b"".join(tb[i][-1:] for i in ids.tolist()), dtype=np.uint8)
-        else:
-            lengths = np.fromiter((len(b) for b in tb), dtype=np.int64, count=len(tb))
-            ids = np.repeat(np.arange(len(tb)), lengths)
-            rows = np.frombuffer(b"".join(tb), dtype=np.uint8)
+        ids = np.array([i for i, b in enumerate(tb) if b], dtype=np.int64)
+        rows = np.frombuffer(b"".join(tb[i][-1:] for i in ids.tolist()), dtype=np.uint8)
         bits = np.zeros((256, n), dtype=bool)
         bits[rows, ids] = True
         hit = np.packbits(bits, axis=1, bitorder="little").view(np.uint32)
@@ -91,8 +88,7 @@ def _token_sets(trie, kind: str) -> np.ndarray:
 
 def warm_up(trie) -> None:
     """Make the vocabulary's per-byte token sets now (~0.1 s over 129k tokens), not in a first mask."""
-    _token_sets(trie, "last")
-    _token_sets(trie, "any")
+    _last_byte_sets(trie)
 
 
 def _bytes_into(trans: np.ndarray, classmap: np.ndarray, targets: np.ndarray) -> np.ndarray:
@@ -124,30 +120,63 @@ def _union(sets: np.ndarray, rows: np.ndarray) -> np.ndarray:
 
 
 def _static_sets(g) -> dict:
-    """Per grammar: the trigger bytes, the tokens containing one, and per lexer core the tokens
-    ending in a trigger byte that closes a lexeme (made on first need)."""
+    """Per grammar: the trigger bytes, and per lexer core the tokens ending in a trigger byte that
+    closes a lexeme (made on first need)."""
     hit = _triggers.get(g.checks)
     if hit is None:
         trig = _trigger_bytes(g)
-        hit = _triggers[g.checks] = {"bytes": trig, "ends": _union(_token_sets(g.trie, "any"), trig), "closing": {}}
+        hit = _triggers[g.checks] = {"bytes": trig, "closing": {}}
     return hit
 
 
-def _candidates(g, lx, ls: int, mask: np.ndarray) -> np.ndarray:
-    """The allowed tokens whose advance may run a check (token ids, ascending; int64)."""
+def _closing_words(g, core) -> np.ndarray:
+    """The tokens whose last byte can close a lexeme of ``core`` and end a trigger lexeme."""
     static = _static_sets(g)
-    inside = g._walker.inside(lx, ls)[MASK]
-    crossing = mask & ~inside
-    pending = int(lx.boundary[ls]) if ls else -1
-    if pending >= 0 and not g.checks.trigger_terms.isdisjoint(lx.acc_set(pending)):
-        cand = crossing  # the pending lexeme may be a trigger's: its end runs a check
-    else:
-        cand = crossing & static["ends"]
-    closing = static["closing"].get(lx.core.uid)
-    if closing is None:
-        closing = static["closing"][lx.core.uid] = _union(
-            _token_sets(g.trie, "last"), np.intersect1d(_closing_bytes(lx.core), static["bytes"]))
-    cand |= mask & inside & closing
+    hit = static["closing"].get(core.uid)
+    if hit is None:
+        hit = static["closing"][core.uid] = _union(
+            _last_byte_sets(g.trie), np.intersect1d(_closing_bytes(core), static["bytes"]))
+    return hit
+
+
+def _closing_may_check(g, cid: int, lx) -> bool:
+    """Whether a lexeme of ``lx`` that closes (an accepting state with no way out) in configuration
+    ``cid`` can run a check there (``CompiledGrammar.step``'s ``lexeme_complete``)."""
+    core = lx.core
+    sets = _closing_sets.get(core)
+    if sets is None:
+        dead = (core.trans < 0).all(axis=1) & (core.acc_id >= 0)
+        sets = _closing_sets[core] = tuple(np.unique(core.acc_id[dead]).tolist())
+    return any(check_may_run(g, cid, lx.acc_set(a)) for a in sets)
+
+
+def _candidates(g, cid: int, lx, ls: int, mask: np.ndarray) -> np.ndarray:
+    """The allowed tokens whose advance may run a check (token ids, ascending; int64): those that
+    cross a lexeme boundary where a check can run (:func:`check_may_run`), and those whose last
+    byte can close a lexeme whose end can run one -- found by following the mask's own walk
+    across the boundaries, so a check on one value makes no candidates elsewhere in the output."""
+    walk = g._walker.inside(lx, ls)
+    cand = np.zeros(len(mask), dtype=np.uint32)
+    if _closing_may_check(g, cid, lx):
+        cand |= walk[MASK] & _closing_words(g, lx.core)
+    lexer_for = g.lexer_for
+
+    def visit(cid, terms, c2, lx2, gid, nodes, w2, carry):
+        if not len(w2[WORDS]):
+            return carry or check_may_run(g, cid, terms)
+        if carry or check_may_run(g, cid, terms):
+            or_words(cand, w2[WORDS], w2[VALS])  # every token through here runs it
+            return True
+        if _closing_may_check(g, c2, lexer_for(c2)):
+            ends = np.zeros(len(mask), dtype=np.uint32)
+            or_words(ends, w2[WORDS], w2[VALS])
+            np.bitwise_or(cand, ends & _closing_words(g, lx2.core), out=cand)
+        return False
+
+    if len(walk[EV_NODES]):
+        with g._lock:  # the walks the mask made, as the mask follows them
+            g.follow_boundaries(cid, lx, walk, visit)
+    cand &= mask
     for e in g.eos_ids:  # EOS is decided by is_accepting, which runs the checks already
         cand[e >> 5] &= ~np.uint32(1 << (e & 31))
     words = np.flatnonzero(cand)
@@ -172,7 +201,7 @@ def _candidate_ids(g, cid: int, lx, ls: int, mask: np.ndarray) -> tuple[int, ...
     key = _state_key(g, cid, lx, ls)
     cands = CANDIDATES.get(key)
     if cands is None:
-        cands = _by_bytes(g, _candidates(g, lx, ls, mask).tolist())  # ints in a tuple: untracked by the GC
+        cands = _by_bytes(g, _candidates(g, cid, lx, ls, mask).tolist())  # ints in a tuple: untracked by the GC
         CANDIDATES.put(key, cands)
     return cands
 

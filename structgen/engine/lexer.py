@@ -423,11 +423,31 @@ class LexerCache:
 _starting: dict[tuple, DFA] = {}
 
 
+_outside: dict[frozenset, tuple[int, ...]] = {}  # a first-byte set -> the bytes not in it
+
+
+def _starts_only_with(d: DFA, first: frozenset) -> bool:
+    """True when every lexeme of ``d`` is non-empty and starts with a byte of ``first``."""
+    if d.accept[d.start]:
+        return False
+    outside = _outside.get(first)
+    if outside is None:
+        if len(_outside) > 64:
+            _outside.clear()
+        outside = _outside[first] = tuple(b for b in range(256) if b not in first)
+    row, classmap = d.trans[d.start], d.classmap
+    return all(row[classmap[b]] < 0 for b in outside)
+
+
 def starting_with(d: DFA, first: frozenset) -> DFA:
     """``d``'s lexemes whose first byte is in ``first`` (cached per automaton and byte set)."""
     key = (d.uid, first)
     hit = _starting.get(key)
     if hit is None:
+        if _starts_only_with(d, first):
+            # no lexeme is empty or starts outside ``first`` (a string, a number, ``{`` after an
+            # opener's blanks): the automaton itself, so the cut lexer shares the plain one's core
+            return d
         classmap = np.array([0 if b in first else 1 for b in range(256)], dtype=np.int32)
         gate = DFA(np.array([[1, -1], [1, 1]], dtype=np.int32), np.array([False, True]), classmap, 0)
         hit = intersect(d, gate)

@@ -170,3 +170,25 @@ def test_an_item_spelled_with_an_escape_is_looked_ahead_too(compiler, smol_info)
     assert m.accept_string('["d\\u0061", "d\\u006')
     allowed = _ids(m.next_token_mask(), g.vocab_size)
     assert tok[b"1"] not in allowed and tok[b"2"] in allowed
+
+
+def test_a_check_on_one_value_makes_no_candidates_elsewhere(compiler):
+    """The closing quote of every string is a trigger (the string terminal is shared), but only the
+    items of the checked array can run the check: trials elsewhere would be wasted (issue 34)."""
+    from structgen.engine.exact_masks import _candidate_ids
+
+    schema = {"type": "object", "properties": {
+        "x": {"type": "array", "items": {"type": "string"}, "uniqueItems": True},
+        "name": {"type": "string"}, "tags": {"type": "array", "items": {"type": "string"}}}}
+    g = compiler.compile_json_schema(schema, property_order="any")
+    assert g.checks
+
+    def candidates(prefix: str) -> tuple:
+        m = Matcher(g)
+        assert m.accept_string(prefix)
+        return _candidate_ids(g, *m._state, g.mask(*m._state))
+
+    assert candidates('{"name": "ab') == ()
+    assert candidates('{"tags": ["a", "b') == ()
+    closing = candidates('{"x": ["ab", "a')
+    assert closing and all(b'"' in compiler.tokenizer.token_bytes[t] for t in closing)

@@ -78,3 +78,19 @@ def test_core_with_no_dfas_and_state_cap(monkeypatch):
     monkeypatch.setattr(lexer, "MAX_LEXER_STATES", 10)
     with pytest.raises(GrammarError, match="lexer too large"):
         LexerCore((compile_regex("[a-z]{0,30}"), compile_regex("[a-m]{0,30}x")))
+
+
+def test_a_cut_to_first_bytes_keeps_an_automaton_whose_lexemes_all_start_there():
+    """After an opener's blanks, lexemes may not start with a blank: an automaton none of whose
+    lexemes does is kept as it is (its lexers then share one core), the others are cut."""
+    from structgen.engine.lexer import starting_with
+
+    first = frozenset(range(256)) - frozenset(b" \t\n\r")
+    string = string_dfa()
+    assert starting_with(string, first) is string
+    closer = compile_regex(r"[ \t\n\r]{0,4}\}")
+    cut = starting_with(closer, first)
+    assert cut is not closer
+    assert cut.matches(b"}") and not cut.matches(b" }") and closer.matches(b" }")
+    empty_ok = compile_regex(r"a*")  # the empty lexeme starts with no byte: cut
+    assert not starting_with(empty_ok, first).matches(b"")
