@@ -62,6 +62,8 @@ class GrammarChecks:
         self.memo: dict = {}
         #: (configuration, terminals) -> whether ending such a lexeme there can run a check
         self.may_run: dict[tuple, bool] = {}
+        #: (configuration << 20 | lexer id) -> whether a lexeme of that lexer closing there can run one
+        self.may_close: dict[int, bool] = {}
         #: terminals whose lexeme can complete a checked value or an item of a distinct-items array
         #: (exact masks try only the tokens that can end such a lexeme: structgen.engine.exact_masks)
         self.trigger_terms: frozenset[int] = trigger_terminals(autos, set(self.value) | set(distinct))

@@ -43,7 +43,7 @@ import weakref
 import numpy as np
 
 from ..byte_lru import ByteLRU
-from .checks import CheckRun, can_end_checked, check_may_run
+from .checks import MAY_RUN_ENTRIES, CheckRun, can_end_checked, check_may_run
 from .trie import or_words
 from .walks import EV_NODES, MASK, VALS, WORDS
 
@@ -142,12 +142,20 @@ def _closing_words(g, core) -> np.ndarray:
 def _closing_may_check(g, cid: int, lx) -> bool:
     """Whether a lexeme of ``lx`` that closes (an accepting state with no way out) in configuration
     ``cid`` can run a check there (``CompiledGrammar.step``'s ``lexeme_complete``)."""
-    core = lx.core
-    sets = _closing_sets.get(core)
-    if sets is None:
-        dead = (core.trans < 0).all(axis=1) & (core.acc_id >= 0)
-        sets = _closing_sets[core] = tuple(np.unique(core.acc_id[dead]).tolist())
-    return any(check_may_run(g, cid, lx.acc_set(a)) for a in sets)
+    memo = g.checks.may_close
+    key = (cid << 20) | lx.id  # lexer ids < 2**20 (as the mask keys)
+    hit = memo.get(key)
+    if hit is None:
+        core = lx.core
+        sets = _closing_sets.get(core)
+        if sets is None:
+            dead = (core.trans < 0).all(axis=1) & (core.acc_id >= 0)
+            sets = _closing_sets[core] = tuple(np.unique(core.acc_id[dead]).tolist())
+        hit = any(check_may_run(g, cid, lx.acc_set(a)) for a in sets)
+        if len(memo) >= MAY_RUN_ENTRIES:
+            memo.clear()
+        memo[key] = hit
+    return hit
 
 
 def _candidates(g, cid: int, lx, ls: int, mask: np.ndarray) -> np.ndarray:
