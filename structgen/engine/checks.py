@@ -230,8 +230,6 @@ def pruned(g, cid: int, terms: tuple, tracker: tuple, buf, end: int) -> int:
     of its call through which a failing rule completes (-1 when no reading is left)."""
     checks = g.checks
     parser = g.parser
-    stacks = parser.stacks[cid]
-    autos = parser.autos
     done = checks.rule_done
     context = None
     verdicts: dict[int, bool] = {}
@@ -250,23 +248,32 @@ def pruned(g, cid: int, terms: tuple, tracker: tuple, buf, end: int) -> int:
     memo: dict[int, int] = {}
     kept = []
     changed = False
-    for item in stacks:
-        frame, k = item & ITEM_FRAME, item >> CALL_SHIFT
+    for item, r in _endings(g, cid, terms):
+        if r >= 0:  # the rule ends with this lexeme: it returns, and maybe its callers end too
+            k = item >> CALL_SHIFT
+            k2 = -1 if fails(r) else parser.filtered_call(k, done, fails, memo)
+            if k2 != k:
+                changed = True
+                item = (k2 << CALL_SHIFT) | (item & ITEM_FRAME) if k2 >= 0 else None
+        if item is not None:
+            kept.append(item)
+    return parser.with_stacks(cid, tuple(kept)) if changed else cid
+
+
+def _endings(g, cid: int, terms: tuple):
+    """Each reading of ``cid`` with the rule a lexeme of ``terms`` completes there (-1: none)."""
+    autos, done = g.parser.autos, g.checks.rule_done
+    for item in g.parser.stacks[cid]:
+        frame = item & ITEM_FRAME
         r, s = frame >> FRAME_BITS, frame & FRAME_MASK
         edges, base = autos[r].term_next, s << TERM_SHIFT
         for t in terms:
             nxt = edges.get(base | t)
-            if nxt is None or not done[r][nxt]:
-                continue
-            # the rule ends with this lexeme: it returns, and maybe its callers end too
-            k2 = -1 if fails(r) else parser.filtered_call(k, done, fails, memo)
-            if k2 != k:
-                changed = True
-                item = (k2 << CALL_SHIFT) | frame if k2 >= 0 else None
-            break
-        if item is not None:
-            kept.append(item)
-    return parser.with_stacks(cid, tuple(kept)) if changed else cid
+            if nxt is not None and done[r][nxt]:
+                yield item, r
+                break
+        else:
+            yield item, -1
 
 
 def ended(g, cid: int, terms: tuple, tracker: tuple, buf, end: int) -> int:
@@ -303,7 +310,7 @@ def _value_check_may_run(g, cid: int, terms: tuple) -> bool:
     if not checks.value:
         return False
     parser = g.parser
-    autos, done, checked = parser.autos, checks.rule_done, checks.value
+    done, checked = checks.rule_done, checks.value
     met: list[int] = []
 
     def meets(rule: int) -> bool:  # filtered_call's "fails": never drops, notes a checked rule
@@ -312,19 +319,14 @@ def _value_check_may_run(g, cid: int, terms: tuple) -> bool:
         return False
 
     memo: dict[int, int] = {}
-    for item in parser.stacks[cid]:
-        frame, k = item & ITEM_FRAME, item >> CALL_SHIFT
-        r, s = frame >> FRAME_BITS, frame & FRAME_MASK
-        edges, base = autos[r].term_next, s << TERM_SHIFT
-        for t in terms:
-            nxt = edges.get(base | t)
-            if nxt is None or not done[r][nxt]:
-                continue
-            if r in checked:
-                return True
-            parser.filtered_call(k, done, meets, memo)
-            if met:
-                return True
+    for item, r in _endings(g, cid, terms):
+        if r < 0:
+            continue
+        if r in checked:
+            return True
+        parser.filtered_call(item >> CALL_SHIFT, done, meets, memo)
+        if met:
+            return True
     return False
 
 
