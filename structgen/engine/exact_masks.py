@@ -97,12 +97,17 @@ def _bytes_into(trans: np.ndarray, classmap: np.ndarray, targets: np.ndarray) ->
     return into[classmap.astype(np.intp)]
 
 
+def _closing_states(core) -> np.ndarray:
+    """Bool per state of ``core``: accepting with no way out (the lexeme is complete there)."""
+    return np.frombuffer(core._dead_end_flags(), dtype=np.bool_) & (core.acc_id >= 0)
+
+
 def _closing_bytes(core) -> np.ndarray:
     """The bytes that lead some state of ``core`` into an accepting state with no way out."""
     hit = _closing.get(core)
     if hit is None:
-        dead = (core.trans < 0).all(axis=1) & (core.acc_id >= 0)
-        hit = _closing[core] = np.flatnonzero(_bytes_into(core.trans, core.classmap, dead)).astype(np.uint8)
+        hit = _closing[core] = np.flatnonzero(_bytes_into(core.trans, core.classmap,
+                                                          _closing_states(core))).astype(np.uint8)
     return hit
 
 
@@ -149,8 +154,7 @@ def _closing_may_check(g, cid: int, lx) -> bool:
         core = lx.core
         sets = _closing_sets.get(core)
         if sets is None:
-            dead = (core.trans < 0).all(axis=1) & (core.acc_id >= 0)
-            sets = _closing_sets[core] = tuple(np.unique(core.acc_id[dead]).tolist())
+            sets = _closing_sets[core] = tuple(np.unique(core.acc_id[_closing_states(core)]).tolist())
         hit = any(check_may_run(g, cid, lx.acc_set(a)) for a in sets)
         if len(memo) >= MAY_RUN_ENTRIES:
             memo.clear()
@@ -170,16 +174,15 @@ def _candidates(g, cid: int, lx, ls: int, mask: np.ndarray) -> np.ndarray:
     lexer_for = g.lexer_for
 
     def visit(cid, terms, c2, lx2, gid, nodes, w2, carry):
-        if not len(w2[WORDS]):
-            return carry or check_may_run(g, cid, terms)
-        if carry or check_may_run(g, cid, terms):
-            or_words(cand, w2[WORDS], w2[VALS])  # every token through here runs it
-            return True
-        if _closing_may_check(g, c2, lexer_for(c2)):
-            ends = np.zeros(len(mask), dtype=np.uint32)
-            or_words(ends, w2[WORDS], w2[VALS])
-            np.bitwise_or(cand, ends & _closing_words(g, lx2.core), out=cand)
-        return False
+        runs = carry or check_may_run(g, cid, terms)  # then every token through here runs one
+        if len(w2[WORDS]):
+            if runs:
+                or_words(cand, w2[WORDS], w2[VALS])
+            elif _closing_may_check(g, c2, lexer_for(c2)):
+                ends = np.zeros(len(mask), dtype=np.uint32)
+                or_words(ends, w2[WORDS], w2[VALS])
+                np.bitwise_or(cand, ends & _closing_words(g, lx2.core), out=cand)
+        return runs
 
     if len(walk[EV_NODES]):
         with g._lock:  # the walks the mask made, as the mask follows them
@@ -220,7 +223,7 @@ def _inside_grows(core) -> np.ndarray:
     hit = _grows.get(core)
     if hit is None:
         trans, cm = core.trans, core.classmap.astype(np.intp)
-        closing = (trans < 0).all(axis=1) & (core.acc_id >= 0)
+        closing = _closing_states(core)
         plain = np.array([b for b in range(0x20, 0x7F) if b not in (0x22, 0x5C)], dtype=np.intp)
         nxt = trans[:, cm[plain]]
         hit = _grows[core] = ((nxt >= 0) & ~closing[np.where(nxt >= 0, nxt, 0)]).any(axis=1)
