@@ -5,7 +5,10 @@ lexer-first walk): the tokens that stay inside the current lexeme depend only
 on the lexer state and are cached per lexer state; tokens that cross a lexeme
 boundary are continued from the recorded boundary nodes with the parser's next
 lexer, usually a few small subtrees.  Full masks are cached per
-(configuration, lexer state), so recurring states cost a dictionary hit.
+(configuration, lexer state), so recurring states cost a dictionary hit; where a
+lexer state keeps meeting configurations that differ only deep in their stacks,
+the mask is computed once from the stack cut as deep as its tokens pop and
+shared (:meth:`CompiledGrammar._cut_mask`, :meth:`Parser.cut`).
 """
 from __future__ import annotations
 
@@ -17,7 +20,7 @@ from ..grammar.ir import GrammarIR
 from ..uids import new_uid
 from ..byte_lru import ByteLRU
 from .lexer import Lexer, LexerCache
-from .parser import IndentIds, Parser
+from .parser import BelowCut, IndentIds, Parser
 from .rules import build_rule_automata, compute_costs
 from .trie import TokenTrie, clear_tokens_where, or_words
 from .checks import CheckRun, GrammarChecks
@@ -28,6 +31,15 @@ from .walks import EV_NODES, GROUPS, MASK, OWN, VALS, WORDS, TrieWalker
 MASK_CACHE_BYTES = 32 << 20
 MASKS = ByteLRU(MASK_CACHE_BYTES, name="masks")
 _NOTHING: frozenset[int] = frozenset()
+#: How deep (in stack positions) a first mask's configuration is cut at first, and the deepest cut
+#: before the whole configuration is used (see CompiledGrammar._cut_mask)
+CUT_DEPTH = 2
+MAX_CUT_DEPTH = 32
+#: A lexer state tries cut configurations after this many first masks, for at least CUT_TRIAL of
+#: them, and keeps trying while one in CUT_MIN_SHARE is shared (see CompiledGrammar._cut_mask)
+CUT_AFTER = 16
+CUT_TRIAL = 32
+CUT_MIN_SHARE = 4
 #: Items a Lark grammar's configuration may carry (the parser's graph-structured stack packs nested
 #: readings, so python.lark stays near 50 at any bracket depth); a lexeme that would need more is
 #: refused, by the mask and by accept_token alike
@@ -135,6 +147,13 @@ class CompiledGrammar:
         self._serial = new_uid()
         self._uid = self._serial << 128  # above any (cid, lexer, state) key
         self._walker = TrieWalker(trie)
+        # masks computed from a cut configuration (see mask): the whole configuration's key -> the
+        # cut's; per lexer state, how deep its cuts have had to be
+        self._mask_alias: dict[int, int] = {}
+        self._cut_depth: dict[int, int] = {}
+        self._cold_seen: dict[int, int] = {}  # per lexer state: first masks, cuts tried, cuts shared
+        self._cut_tries: dict[int, int] = {}
+        self._cut_shared: dict[int, int] = {}
 
     # -- state helpers ---------------------------------------------------------
     def lexer_for(self, cid: int, first: frozenset | None = None) -> Lexer:
@@ -273,33 +292,78 @@ class CompiledGrammar:
     # -- masks -------------------------------------------------------------------------
     def mask(self, cid: int, lx: Lexer, ls: int) -> np.ndarray:
         """uint32 words, bit t set when token t is allowed (EOS included when the output can end)."""
-        key = self._uid | (cid << 48) | (lx.id << 28) | ls  # ls < 2**28 (MAX_LEXER_STATES), lexer ids < 2**20
+        state = (lx.id << 28) | ls  # ls < 2**28 (MAX_LEXER_STATES), lexer ids < 2**20
+        key = self._uid | (cid << 48) | state
         m = MASKS.get(key)
         if m is not None:
             return m
+        alias = self._mask_alias.get(key)
+        if alias is not None:
+            m = MASKS.get(alias)
+            if m is not None:
+                return m
         with self._lock:
-            inside = self._walker.inside(lx, ls)
-            m = inside[MASK].copy()
-            if lx.widened and ls < lx.core._n_prod:
-                self._clear_ends(cid, lx, m, ls)
-            if len(inside[EV_NODES]):
-                self._continue(cid, lx, inside, m)
-            if self.can_end(cid, lx, ls):
-                for e in self.eos_ids:
-                    m[e >> 5] |= np.uint32(1 << (e & 31))
+            m, key = self._cut_mask(cid, lx, ls, state, key)
         MASKS.put(key, m)
         return m
 
-    def _continue(self, cid: int, lx: Lexer, walk, m: np.ndarray) -> None:
-        """Add the tokens that cross lexeme boundaries: from each group of boundary nodes, the
-        parser's next lexer continues the walk (results cached per group and lexer core)."""
+    def _cut_mask(self, cid: int, lx: Lexer, ls: int, state: int, key: int):
+        """A first mask and the key to keep it under.  A mask reads the stack only as deep as its
+        tokens pop, so where one lexer state keeps meeting new configurations it is computed from
+        the configuration cut that deep (:meth:`Parser.cut`) and shared by every configuration
+        that differs only below: the depth this state's tokens have needed so far, doubled when
+        one pops below the cut, the whole configuration past ``MAX_CUT_DEPTH``.  A state tries
+        cuts only after ``CUT_AFTER`` first masks, and stops when fewer than one in
+        ``CUT_MIN_SHARE`` of its cuts is shared (one document per schema; python.lark's varied
+        statements), where they would only cost."""
+        seen = self._cold_seen[state] = self._cold_seen.get(state, 0) + 1
+        tries = self._cut_tries.get(state, 0)
+        if seen <= CUT_AFTER or (tries >= CUT_TRIAL and self._cut_shared.get(state, 0) * CUT_MIN_SHARE < tries):
+            return self._compute_mask(cid, lx, ls), key
+        depth = self._cut_depth.get(state, CUT_DEPTH)
+        while depth <= MAX_CUT_DEPTH:
+            c = self.parser.cut(cid, depth)
+            if c == cid:
+                break
+            ck = self._uid | (c << 48) | state
+            if len(self._mask_alias) > 200_000:
+                self._mask_alias.clear()
+            self._mask_alias[key] = ck
+            self._cut_tries[state] = tries + 1
+            m = MASKS.get(ck)
+            if m is not None:
+                self._cut_shared[state] = self._cut_shared.get(state, 0) + 1
+                return m, ck
+            try:
+                return self._compute_mask(c, lx, ls), ck
+            except BelowCut:
+                depth *= 2
+                self._cut_depth[state] = depth
+        self._cut_tries[state] = tries + 1
+        self._mask_alias.pop(key, None)
+        return self._compute_mask(cid, lx, ls), key
+
+    def _compute_mask(self, cid: int, lx: Lexer, ls: int) -> np.ndarray:
+        """The mask from configuration ``cid`` (raises BelowCut where a cut one is not enough)."""
+        inside = self._walker.inside(lx, ls)
+        m = inside[MASK].copy()
+        if lx.widened and ls < lx.core._n_prod:
+            self._clear_ends(cid, lx, m, ls)
+        if len(inside[EV_NODES]):
+            self.follow_boundaries(cid, lx, inside, self._adder(m))
+        if self.can_end(cid, lx, ls):
+            for e in self.eos_ids:
+                m[e >> 5] |= np.uint32(1 << (e & 31))
+        return m
+
+    def _adder(self, m: np.ndarray):
+        """The visitor that adds a continuation walk's tokens to ``m`` (see follow_boundaries)."""
         def add(cid, terms, c2, lx2, gid, nodes, w2, carry):
             if len(w2[WORDS]):
                 or_words(m, w2[WORDS], w2[VALS])
                 if lx2.widened:
                     self._clear_ends(c2, lx2, m, 0, gid, nodes)
-
-        self.follow_boundaries(cid, lx, walk, add)
+        return add
 
     def follow_boundaries(self, cid: int, lx: Lexer, walk, visit) -> None:
         """Follow a walk across every lexeme boundary its tokens cross, at any depth: for each

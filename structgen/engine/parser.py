@@ -29,7 +29,18 @@ ITEM_FRAME = (1 << CALL_SHIFT) - 1
 MAX_STACKS = 4096
 #: the call a start rule returns to: the output may end there
 END = -1
+#: the call that stands for everything below a cut configuration's horizon (:meth:`Parser.cut`),
+#: and the one return its positions keep for it
+OPAQUE = -2
+OPAQUE_ITEM = OPAQUE << CALL_SHIFT
+#: a memoised scan that reached below a cut's horizon
+_BELOW_CUT = -2
 INF = float("inf")
+
+
+class BelowCut(Exception):
+    """A scan from a cut configuration popped below its horizon: what follows depends on the part
+    of the stack the cut left out, so the caller computes from the whole configuration instead."""
 
 
 def _callers_first(rules: list, inside: dict) -> tuple:
@@ -108,6 +119,7 @@ class Parser:
         self._base_end: dict[int, bool] = {}
         self._index = InternTable()
         self._scan: dict[int, int] = {}
+        self._cuts: dict[int, int] = {}  # cid * 64 + depth -> the cut configuration (see cut)
         self._term_set_ids: dict[tuple, int] = {}
         self._closure = InternTable()  # active items -> index into _closed
         self._closed = ChunkedList()
@@ -245,9 +257,11 @@ class Parser:
                 continue
             seen.add(item)
             k = item >> CALL_SHIFT
-            if k == END:
-                can_end = True
-                continue
+            if k < 0:
+                if k == END:
+                    can_end = True
+                    continue
+                raise BelowCut
             frame = item & ITEM_FRAME
             r, s = frame >> FRAME_BITS, frame & FRAME_MASK
             a = autos[r]
@@ -268,12 +282,28 @@ class Parser:
             base = (p * self._n_rules) << CALL_SHIFT
             tops.extend(base + i for i in self._template_list[self._position_template[p]][0])
         if len(tops) > self.max_stacks:
+            if self._below_a_cut(tops):
+                raise BelowCut  # let the whole stack refuse it (or raise), as it would uncut
             self._too_ambiguous()
         res = (tuple(sorted(tops)), can_end)
         if len(self._closure) < 200_000:
             self._closure.add(key)
             self._closed.append(res)
         return res
+
+    def _below_a_cut(self, items) -> bool:
+        """Whether any of ``items`` lies on a cut stack (returns, at some depth, to OPAQUE)."""
+        nr, seen = self._n_rules, set()
+        work = [item >> CALL_SHIFT for item in items]
+        while work:
+            k = work.pop()
+            if k == OPAQUE:
+                return True
+            if k < 0 or k // nr in seen:
+                continue
+            seen.add(k // nr)
+            work.extend(ret >> CALL_SHIFT for _rule, outside in self.positions[k // nr] for ret in outside)
+        return False
 
     def _too_ambiguous(self):
         raise GrammarError(
@@ -283,38 +313,47 @@ class Parser:
     def _intern(self, stacks: tuple, can_end: bool, after_ignore: bool, ctx: tuple | None = None) -> int:
         key = (stacks, can_end, after_ignore, ctx)
         cid = self._index.get(key)
-        if cid is None:
-            cid = self._index.add(key)
-            allowed = set()
-            autos = self.autos
-            for item in stacks:
-                frame = item & ITEM_FRAME
-                allowed.update(autos[frame >> FRAME_BITS].terms[frame & FRAME_MASK])
-            end = can_end
-            ind = self.indenter
-            if ind is not None:
-                if ctx[0] > 0:  # inside brackets the indenter drops newlines: lexed, then ignored
-                    allowed.add(ind.newline)
-                if len(ctx[1]) > 1:  # at the end, the indenter closes every open block
-                    end = self._ends_after_dedents(stacks, len(ctx[1]) - 1)
-                allowed.discard(ind.indent)
-                allowed.discard(ind.dedent)
-            if not after_ignore and (allowed or end):
-                allowed.update(self.ignore)
-            if self.lexed_as:
-                parts = set()
-                for t in allowed:
-                    if ind is not None and t == ind.newline:
-                        parts.update(self._newline_parts(stacks, ctx))
-                    else:
-                        parts.update(self.lexed_as.get(t, (t,)))
-                allowed = parts
-            self.stacks.append(stacks)
-            self.can_end[cid] = end
-            self._base_end[cid] = can_end
-            self.after_ignore[cid] = after_ignore
-            self.allowed.append(tuple(sorted(allowed)))
-            self.context.append(ctx)
+        if cid is not None:
+            return cid
+        # everything is derived before the configuration is added: from a cut configuration the
+        # indenter's dedents may reach below the horizon (BelowCut), which must leave no entry
+        allowed = set()
+        autos = self.autos
+        for item in stacks:
+            frame = item & ITEM_FRAME
+            allowed.update(autos[frame >> FRAME_BITS].terms[frame & FRAME_MASK])
+        end = can_end
+        ind = self.indenter
+        if ind is not None:
+            if ctx[0] > 0:  # inside brackets the indenter drops newlines: lexed, then ignored
+                allowed.add(ind.newline)
+            if len(ctx[1]) > 1:  # at the end, the indenter closes every open block
+                end = self._ends_after_dedents(stacks, len(ctx[1]) - 1)
+            allowed.discard(ind.indent)
+            allowed.discard(ind.dedent)
+        if not after_ignore and (allowed or end):
+            allowed.update(self.ignore)
+        if self.lexed_as:
+            parts = set()
+            for t in allowed:
+                if ind is not None and t == ind.newline:
+                    parts.update(self._newline_parts(stacks, ctx))
+                else:
+                    parts.update(self.lexed_as.get(t, (t,)))
+            allowed = parts
+        return self._add(key, end, tuple(sorted(allowed)))
+
+    def _add(self, key: tuple, end: bool, allowed: tuple) -> int:
+        """Add configuration ``key`` (its items, base end, after-ignore flag and context) with the
+        end and allowed terminals derived from it."""
+        cid = self._index.add(key)
+        stacks, can_end, after_ignore, ctx = key
+        self.stacks.append(stacks)
+        self.can_end[cid] = end
+        self._base_end[cid] = can_end
+        self.after_ignore[cid] = after_ignore
+        self.allowed.append(allowed)
+        self.context.append(ctx)
         return cid
 
     def _newline_parts(self, stacks: tuple, ctx: tuple) -> tuple:
@@ -369,9 +408,14 @@ class Parser:
         key = (cid << 32) | tid  # an int: a dict of ints is never tracked by the garbage collector
         hit = self._scan.get(key)
         if hit is not None:
+            if hit == _BELOW_CUT:
+                raise BelowCut
             return hit
         try:
             res = self._scan_new(cid, terms)
+        except BelowCut:
+            self._scan[key] = _BELOW_CUT
+            raise
         except GrammarError:
             if not self.refuse_ambiguous:
                 raise
@@ -441,6 +485,82 @@ class Parser:
             if column != levels[-1]:
                 return -1  # lark's DedentError: a dedent to a column no open block has
         return self._intern(stacks, can_end, False, (0, levels))
+
+    def cut(self, cid: int, depth: int) -> int:
+        """Configuration ``cid`` with its stack cut ``depth`` positions below its items: what lies
+        deeper is one opaque return, and a scan that reaches it raises :class:`BelowCut`.  Masks
+        read the stack only as deep as their tokens pop, so configurations that differ only deeper
+        share one cut, its scans and its masks (json.lark's 2,572 first masks held 48 contents).
+
+        The cut is the stack's image under a one-to-one map of its positions (each position at its
+        least distance from the items); every scan from the cut that raises nothing is the image of
+        the scan from ``cid``: the same terminals allowed, the same ends, as many items.  Returns
+        ``cid`` where nothing lies below the horizon or two positions would share an image."""
+        key = cid * 64 + depth
+        hit = self._cuts.get(key)
+        if hit is None:
+            if len(self._cuts) > 500_000:
+                self._cuts.clear()
+            hit = self._cuts[key] = self._cut_new(cid, depth)
+        return hit
+
+    def _cut_new(self, cid: int, depth: int) -> int:
+        nr, positions = self._n_rules, self.positions
+        stacks = self.stacks[cid]
+        # the positions fewer than ``depth`` returns below the items, each at its least distance:
+        # one image per position, so the cut's items and the stack's correspond one to one
+        kept = {item >> CALL_SHIFT for item in stacks}
+        kept.discard(END)
+        kept = {k // nr for k in kept}
+        frontier = kept
+        below = False
+        for level in range(depth):
+            nxt = set()
+            for p in frontier:
+                for _rule, outside in positions[p]:
+                    for ret in outside:
+                        if ret >= 0 and (ret >> CALL_SHIFT) // nr not in kept:
+                            nxt.add((ret >> CALL_SHIFT) // nr)
+            if level == depth - 1:
+                below = bool(nxt)
+            else:
+                kept |= nxt
+                frontier = nxt
+        if not below:
+            return cid
+        image: dict[int, int] = {}
+        for p in sorted(kept):  # a position returns only into older ones (smaller ids)
+            roots = []
+            for rule, outside in positions[p]:
+                rets = set()
+                for ret in outside:
+                    if ret < 0:
+                        rets.add(ret)
+                        continue
+                    q = (ret >> CALL_SHIFT) // nr
+                    if q not in kept:
+                        rets.add(OPAQUE_ITEM)
+                    elif q in image:
+                        rets.add(((image[q] * nr + (ret >> CALL_SHIFT) % nr) << CALL_SHIFT) | (ret & ITEM_FRAME))
+                    else:
+                        return cid  # not the order assumed: no cut rather than a wrong one
+                roots.append((rule, tuple(sorted(rets))))
+            q = self._positions.get(tuple(roots))
+            image[p] = q if q is not None else self._position(dict(roots))
+        if len(set(image.values())) < len(image):
+            return cid  # two positions share an image: the cut could count fewer items
+        cut = []
+        for item in stacks:
+            k = item >> CALL_SHIFT
+            cut.append(((image[k // nr] * nr + k % nr) << CALL_SHIFT) | (item & ITEM_FRAME) if k >= 0 else item)
+        cut.sort()
+        key = (tuple(cut), self._base_end[cid], self.after_ignore[cid], self.context[cid])
+        c = self._index.get(key)
+        if c is None:
+            return self._add(key, self.can_end[cid], self.allowed[cid])
+        # an indenter derives the end and the newline's columns from dedents, which may read below
+        # the cut: a configuration whose derived values differ keeps its whole stack
+        return c if self.can_end[c] == self.can_end[cid] and self.allowed[c] == self.allowed[cid] else cid
 
     def without_stacks(self, cid: int, drop) -> int:
         """The configuration without the items at indices ``drop`` (-1 if none is left): a check
@@ -516,7 +636,7 @@ class Parser:
                 best = INF
                 for ret in self.returns(p * nr + x):
                     frame, below = ret & ITEM_FRAME, ret >> CALL_SHIFT
-                    if below == END:
+                    if below < 0:  # the end, or below a cut (a lower bound)
                         best = 0.0
                     else:
                         best = min(best, autos[frame >> FRAME_BITS].cost[frame & FRAME_MASK] + out[below])

@@ -105,3 +105,62 @@ def test_nesting_adds_items_instead_of_multiplying_stacks(smol_info):
     assert done >= 0 and p.can_end[done]
     assert not p.can_end[run("(" * 40 + "x" + closers[:39])]
     assert p.can_end[run("((x)]")] and run("((x))x") < 0
+
+
+def test_a_cut_keeps_the_top_of_the_stack_and_never_guesses_below(smol_info):
+    """``cut`` replaces what lies two positions below the items by one opaque return: the cut
+    configuration allows what the whole one allows, scans that stay above the cut agree, and one
+    that pops below raises BelowCut instead of answering for a stack it cannot see."""
+    from structgen.engine.parser import BelowCut
+
+    g = GrammarCompiler(smol_info).compile_lark(NESTED)
+    p = g.parser
+    x, close = _t(g, "X"), _t(g, "RPAR")
+    deep = p.initial
+    for _ in range(5):
+        deep = p.scan(deep, _t(g, "LPAR"))
+    cut = p.cut(deep, 2)
+    assert cut != deep and p.cut(deep, 2) == cut  # memoised
+    assert p.allowed[cut] == p.allowed[deep] and p.can_end[cut] == p.can_end[deep]
+    one = p.scan(p.initial, _t(g, "LPAR"))  # its items' position, the start's, the start rule's
+    assert p.cut(one, 3) == one and p.cut(one, 2) != one and p.cut(p.initial, 2) == p.initial  # nothing below
+    after_x = p.scan(cut, x)
+    assert p.allowed[after_x] == p.allowed[p.scan(deep, x)]  # "x" completes e, returning one position down
+    with pytest.raises(BelowCut):
+        p.scan(after_x, close)  # ")" closes a, returning two positions down: below the cut
+    with pytest.raises(BelowCut):
+        p.scan(after_x, close)  # memoised as such
+    assert p.scan(p.scan(deep, x), close) >= 0
+    assert p.cut(deep, 8) == deep  # seven positions: nothing below eight
+
+
+def test_masks_through_cut_configurations_equal_whole_ones(smol_info, smol_hf_tokenizer, monkeypatch):
+    """json.lark over nested documents: every mask computed from cut configurations (shared by
+    configurations that differ only deeper, made deeper when a token pops below) is the mask of
+    the whole configuration, step by step."""
+    import structgen.engine.compiled as compiled
+    from structgen.engine.matcher import Matcher
+    from structgen.shipped import shipped_grammar
+
+    docs = ['[[[[{"a": [1, {"b": []}]}]]], [[[{"c": {"d": [[2]]}}]]]]',
+            '{"x": [[{"y": [[[{"z": [3, 4]}]]]}]], "w": {"v": {"u": [[], [[]], {"t": {}}]}}}',
+            '[{"a": [{"a": [{"a": [{"a": [true, null]}]}]}]}, [[[[[[false]]]]]], {"b": {"b": {"b": 0}}}]']
+
+    def masks(g) -> list[bytes]:
+        m, out = Matcher(g), []
+        for doc in docs:
+            m.reset()
+            for t in smol_hf_tokenizer.encode(doc, add_special_tokens=False):
+                out.append(m.next_token_mask().tobytes())
+                assert m.accept_token(t)
+        return out
+
+    path = shipped_grammar("json").path
+    monkeypatch.setattr(compiled, "CUT_AFTER", 10 ** 9)
+    whole = masks(GrammarCompiler(smol_info).compile_lark(path))
+    monkeypatch.setattr(compiled, "CUT_AFTER", 0)
+    monkeypatch.setattr(compiled, "CUT_MIN_SHARE", 0)
+    g = GrammarCompiler(smol_info).compile_lark(path)
+    assert masks(g) == whole
+    assert g._mask_alias  # masks were shared through cuts
+    assert max(g._cut_depth.values(), default=0) > compiled.CUT_DEPTH  # and some token popped below one
