@@ -147,11 +147,12 @@ class CompiledGrammar:
         self._serial = new_uid()
         self._uid = self._serial << 128  # above any (cid, lexer, state) key
         self._walker = TrieWalker(trie)
-        # masks computed from a cut configuration (see mask): the whole configuration's key -> the
-        # cut's; per lexer state, how deep its cuts have had to be
+        # masks computed from a cut configuration (see _cut_mask): the whole configuration's key ->
+        # the cut's; per lexer state: how deep its cuts have had to be, its first masks, the cuts it
+        # tried and how many of those it found made already
         self._mask_alias: dict[int, int] = {}
         self._cut_depth: dict[int, int] = {}
-        self._cold_seen: dict[int, int] = {}  # per lexer state: first masks, cuts tried, cuts shared
+        self._cold_seen: dict[int, int] = {}
         self._cut_tries: dict[int, int] = {}
         self._cut_shared: dict[int, int] = {}
 
@@ -320,27 +321,27 @@ class CompiledGrammar:
         tries = self._cut_tries.get(state, 0)
         if seen <= CUT_AFTER or (tries >= CUT_TRIAL and self._cut_shared.get(state, 0) * CUT_MIN_SHARE < tries):
             return self._compute_mask(cid, lx, ls), key
+        self._cut_tries[state] = tries + 1
         depth = self._cut_depth.get(state, CUT_DEPTH)
         while depth <= MAX_CUT_DEPTH:
             c = self.parser.cut(cid, depth)
             if c == cid:
                 break
             ck = self._uid | (c << 48) | state
-            if len(self._mask_alias) > 200_000:
-                self._mask_alias.clear()
-            self._mask_alias[key] = ck
-            self._cut_tries[state] = tries + 1
             m = MASKS.get(ck)
             if m is not None:
                 self._cut_shared[state] = self._cut_shared.get(state, 0) + 1
-                return m, ck
-            try:
-                return self._compute_mask(c, lx, ls), ck
-            except BelowCut:
-                depth *= 2
-                self._cut_depth[state] = depth
-        self._cut_tries[state] = tries + 1
-        self._mask_alias.pop(key, None)
+            else:
+                try:
+                    m = self._compute_mask(c, lx, ls)
+                except BelowCut:
+                    depth *= 2
+                    self._cut_depth[state] = depth
+                    continue
+            if len(self._mask_alias) > 200_000:
+                self._mask_alias.clear()
+            self._mask_alias[key] = ck
+            return m, ck
         return self._compute_mask(cid, lx, ls), key
 
     def _compute_mask(self, cid: int, lx: Lexer, ls: int) -> np.ndarray:

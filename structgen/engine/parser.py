@@ -490,7 +490,7 @@ class Parser:
         """Configuration ``cid`` with its stack cut ``depth`` positions below its items: what lies
         deeper is one opaque return, and a scan that reaches it raises :class:`BelowCut`.  Masks
         read the stack only as deep as their tokens pop, so configurations that differ only deeper
-        share one cut, its scans and its masks (json.lark's 2,572 first masks held 48 contents).
+        share one cut, its scans and its masks (json.lark's 2,571 first masks held 47 contents).
 
         The cut is the stack's image under a one-to-one map of its positions (each position at its
         least distance from the items); every scan from the cut that raises nothing is the image of
@@ -512,8 +512,7 @@ class Parser:
         kept = {item >> CALL_SHIFT for item in stacks}
         kept.discard(END)
         kept = {k // nr for k in kept}
-        frontier = kept
-        below = False
+        frontier = list(kept)
         for level in range(depth):
             nxt = set()
             for p in frontier:
@@ -522,15 +521,14 @@ class Parser:
                         if ret >= 0 and (ret >> CALL_SHIFT) // nr not in kept:
                             nxt.add((ret >> CALL_SHIFT) // nr)
             if level == depth - 1:
-                below = bool(nxt)
+                if not nxt:
+                    return cid  # nothing lies below the horizon
             else:
                 kept |= nxt
                 frontier = nxt
-        if not below:
-            return cid
         image: dict[int, int] = {}
         for p in sorted(kept):  # a position returns only into older ones (smaller ids)
-            roots = []
+            roots = {}
             for rule, outside in positions[p]:
                 rets = set()
                 for ret in outside:
@@ -544,9 +542,8 @@ class Parser:
                         rets.add(((image[q] * nr + (ret >> CALL_SHIFT) % nr) << CALL_SHIFT) | (ret & ITEM_FRAME))
                     else:
                         return cid  # not the order assumed: no cut rather than a wrong one
-                roots.append((rule, tuple(sorted(rets))))
-            q = self._positions.get(tuple(roots))
-            image[p] = q if q is not None else self._position(dict(roots))
+                roots[rule] = tuple(sorted(rets))
+            image[p] = self._position(roots)
         if len(set(image.values())) < len(image):
             return cid  # two positions share an image: the cut could count fewer items
         cut = []
