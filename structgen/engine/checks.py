@@ -341,9 +341,9 @@ def _item_check_may_run(g, cid: int, terms: tuple) -> bool:
 def can_end_checked(g, cid: int, lx, ls: int, tracker: tuple, out) -> bool:
     """``CompiledGrammar.can_end`` with the checks the pending lexeme's end would run."""
     if ls == 0:
-        return g.parser.can_end[cid]
+        return bool(g.parser.can_end[cid])
     a = int(lx.acc_id[ls])
     if a < 0:
         return False
     c2 = ended(g, cid, lx.acc_set(a), tracker, out, len(out))
-    return c2 >= 0 and g.parser.can_end[c2]
+    return c2 >= 0 and bool(g.parser.can_end[c2])

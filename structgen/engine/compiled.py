@@ -13,6 +13,8 @@ shared (:meth:`CompiledGrammar._cut_mask`, :meth:`Parser.cut`).
 from __future__ import annotations
 
 import threading
+from array import array
+
 import numpy as np
 
 from ..automata.fsa import after_ignored
@@ -31,6 +33,7 @@ from .walks import EV_NODES, GROUPS, MASK, OWN, VALS, WORDS, TrieWalker
 MASK_CACHE_BYTES = 32 << 20
 MASKS = ByteLRU(MASK_CACHE_BYTES, name="masks")
 _NOTHING: frozenset[int] = frozenset()
+_UNSEEN = array("i", [-1])
 #: How deep (in stack positions) a first mask's configuration is cut at first, and the deepest cut
 #: before the whole configuration is used (see CompiledGrammar._cut_mask)
 CUT_DEPTH = 2
@@ -134,7 +137,7 @@ class CompiledGrammar:
         self.lazy_patterns = {term_index[n]: t.lazy_patterns for n, t in ir.terminals.items() if t.lazy_patterns}
         # configuration -> lexer id, allowed terminals -> lexer id (ints: the dicts stay untracked
         # by the garbage collector, which a cached grammar's thousands of entries would cost)
-        self._lexer_of: dict[int, int] = {}
+        self._lexer_of = array("i")  # -1: not looked up yet (4 bytes a configuration, not a dict entry)
         self._lexer_by_allowed: dict[tuple, int] = {}
         self._excluded_of: dict[int, frozenset] = {}
         self._refused_ends: dict[int, np.ndarray | None] = {}  # per configuration: end states it refuses
@@ -162,8 +165,9 @@ class CompiledGrammar:
         bytes, what a lookahead at the previous lexeme's end leaves)."""
         if first is not None:
             return self.lexers.get(self.lexer_for(cid).term_ids, first=first)
-        i = self._lexer_of.get(cid)
-        if i is None:
+        lexer_of = self._lexer_of
+        i = lexer_of[cid] if cid < len(lexer_of) else -1
+        if i < 0:
             allowed = self.parser.allowed[cid]
             i = self._lexer_by_allowed.get(allowed)
             if i is None:
@@ -172,7 +176,9 @@ class CompiledGrammar:
                 widened = frozenset().union(*(fams[t] for t in others)) if others else _NOTHING
                 i = self._lexer_by_allowed[allowed] = self.lexers.get(
                     tuple(sorted(widened.union(allowed))) if widened else allowed, widened).id
-            self._lexer_of[cid] = i
+            if cid >= len(lexer_of):
+                lexer_of.extend(_UNSEEN * (cid + 1024 - len(lexer_of)))
+            lexer_of[cid] = i
         return self.lexers.lexers[i]
 
     def excluded(self, cid: int, lx: Lexer) -> frozenset:
@@ -250,7 +256,7 @@ class CompiledGrammar:
 
     def can_end(self, cid: int, lx: Lexer, ls: int) -> bool:
         if ls == 0:
-            return self.parser.can_end[cid]
+            return bool(self.parser.can_end[cid])
         a = int(lx.acc_id[ls])
         if a < 0:
             return False
@@ -258,7 +264,7 @@ class CompiledGrammar:
         if not terms:
             return False
         c2 = self.parser.scan(cid, terms)
-        return c2 >= 0 and self.parser.can_end[c2]
+        return c2 >= 0 and bool(self.parser.can_end[c2])
 
     def _min_lexeme(self, i: int, d) -> int:
         """Fewest bytes of terminal ``i``'s lexeme: its automaton's, or its lazily followed patterns'

@@ -321,6 +321,7 @@ class Lexer:
         # An accept set's terminal ids (sorted, as Parser.scan takes them) are made on first use: a
         # key lexer's core has a kind per key literal, and a mask needs two or three of them.
         self._acc_sets: dict[int, tuple[int, ...]] = {}
+        self._follow_classes: dict[int, tuple] = {}  # accept set -> follow_classes(a)
         self.acc_id = core.acc_id
         self.boundary = core.boundary
         self._dfas = core.dfas
@@ -365,14 +366,17 @@ class Lexer:
 
     def follow_classes(self, a: int) -> tuple[tuple[tuple[int, ...], frozenset | None], ...]:
         """Accept set ``a`` split by what may follow its lexemes: (terminals, first bytes allowed
-        next, None for any)."""
-        follow = self.follow
-        groups: dict = {}
-        for t in self.acc_set(a):
-            c = follow.get(t)
-            key = None if c is None else c.next_bytes
-            groups.setdefault(key, []).append(t)
-        return tuple((tuple(ts), key) for key, ts in groups.items())
+        next, None for any), made once per accept set: every boundary of every first mask asks."""
+        hit = self._follow_classes.get(a)
+        if hit is None:
+            follow = self.follow
+            groups: dict = {}
+            for t in self.acc_set(a):
+                c = follow.get(t)
+                key = None if c is None else c.next_bytes
+                groups.setdefault(key, []).append(t)
+            hit = self._follow_classes[a] = tuple((tuple(ts), key) for key, ts in groups.items())
+        return hit
 
     def completions(self, state: int) -> list[tuple[int, int]]:
         """(terminal id, min bytes to finish that terminal) for each live terminal."""

@@ -13,6 +13,7 @@ popping a history list.
 from __future__ import annotations
 
 import heapq
+import threading
 from array import array
 from dataclasses import dataclass
 
@@ -81,8 +82,8 @@ class IndentIds:
 
 class Parser:
     """Per configuration id: ``stacks`` (its items, sorted ints ``call << CALL_SHIFT | frame``),
-    ``allowed`` terminals and ``context`` in append-only chunked tables, ``can_end`` and
-    ``after_ignore`` in dicts of ints; ``positions``: the GSS's nodes (tuples of ints).
+    ``allowed`` terminals (one shared tuple per distinct set) and ``context`` in append-only chunked
+    tables, ``can_end`` and ``after_ignore`` in byte arrays; ``positions``: the GSS's nodes (tuples of ints).
     A dict or list that keeps receiving new tuples is tracked again at each insertion and walked by
     every full collection, so the tables keep tuples in frozen chunks and find keys through dicts
     of ints (:mod:`structgen.engine.untracked`): a grammar's parser memo -- a hundred thousand
@@ -112,15 +113,20 @@ class Parser:
         # was ignored (whitespace), and the terminal ids a lexeme may be now (sorted); with an
         # indenter, its context (bracket depth, indentation stack)
         self.stacks = ChunkedList()
-        self.can_end: dict[int, bool] = {}
-        self.after_ignore: dict[int, bool] = {}
+        self.can_end = bytearray()  # one byte per configuration: 0 or 1 (a dict entry was ~50 bytes)
+        self.after_ignore = bytearray()
         self.allowed = ChunkedList()
         self.context = ChunkedList()
-        self._base_end: dict[int, bool] = {}
+        self._base_end = bytearray()
         self._index = InternTable()
         self._scan: dict[int, int] = {}
         self._cuts: dict[int, int] = {}  # cid * 64 + depth -> the cut configuration (see cut)
         self._term_set_ids: dict[tuple, int] = {}
+        self._term_sets: list[tuple] = []  # tid -> the terminal set (see scan)
+        self._tid_lock = threading.Lock()
+        self._term_info: list[tuple | None] = []  # tid -> what every scan of it needs (see _readings)
+        self._lexed_of: dict[tuple, tuple] = {}  # (symbols, newline parts) -> allowed terminals (see _lexed)
+        self._lexed_pool: dict[tuple, tuple] = {}  # one object per distinct allowed tuple
         self._closure = InternTable()  # active items -> index into _closed
         self._closed = ChunkedList()
         self._cost: dict[int, float] = {}
@@ -333,15 +339,29 @@ class Parser:
             allowed.discard(ind.dedent)
         if not after_ignore and (allowed or end):
             allowed.update(self.ignore)
-        if self.lexed_as:
-            parts = set()
-            for t in allowed:
-                if ind is not None and t == ind.newline:
-                    parts.update(self._newline_parts(stacks, ctx))
-                else:
-                    parts.update(self.lexed_as.get(t, (t,)))
-            allowed = parts
-        return self._add(key, end, tuple(sorted(allowed)))
+        newline = None
+        if ind is not None and self.lexed_as and ind.newline in allowed:
+            allowed.discard(ind.newline)
+            newline = tuple(self._newline_parts(stacks, ctx))
+        return self._add(key, end, self._lexed(frozenset(allowed), newline))
+
+    def _lexed(self, symbols: frozenset, newline: tuple | None) -> tuple:
+        """The sorted terminals a lexer needs for grammar ``symbols`` (each symbol's lexed parts) and the
+        ``newline`` parts a context adds, one shared tuple per distinct result: a few hundred sets
+        recur over python.lark's hundreds of thousands of configurations, and expanding ~100 symbols
+        anew was a tenth of its mask time."""
+        key = (symbols, newline)
+        hit = self._lexed_of.get(key)
+        if hit is None:
+            lexed_as = self.lexed_as
+            parts = {p for t in symbols for p in lexed_as.get(t, (t,))} if lexed_as else set(symbols)
+            parts.update(newline or ())
+            if len(self._lexed_of) > 100_000:
+                self._lexed_of.clear()
+                self._lexed_pool.clear()
+            hit = tuple(sorted(parts))
+            hit = self._lexed_of[key] = self._lexed_pool.setdefault(hit, hit)
+        return hit
 
     def _add(self, key: tuple, end: bool, allowed: tuple) -> int:
         """Add configuration ``key`` (its items, base end, after-ignore flag and context) with the
@@ -349,9 +369,9 @@ class Parser:
         cid = self._index.add(key)
         stacks, can_end, after_ignore, ctx = key
         self.stacks.append(stacks)
-        self.can_end[cid] = end
-        self._base_end[cid] = can_end
-        self.after_ignore[cid] = after_ignore
+        self.can_end.append(end)
+        self._base_end.append(can_end)
+        self.after_ignore.append(after_ignore)
         self.allowed.append(allowed)
         self.context.append(ctx)
         return cid
@@ -404,7 +424,11 @@ class Parser:
         """Configuration after a lexeme matching any of ``terms`` (sorted terminal ids); -1 if none fits."""
         tid = self._term_set_ids.get(terms)
         if tid is None:
-            tid = self._term_set_ids[terms] = len(self._term_set_ids)
+            with self._tid_lock:  # rare (a grammar has few distinct sets): numbered once, whatever the threads
+                tid = self._term_set_ids.get(terms)
+                if tid is None:
+                    self._term_sets.append(terms)
+                    tid = self._term_set_ids[terms] = len(self._term_sets) - 1
         key = (cid << 32) | tid  # an int: a dict of ints is never tracked by the garbage collector
         hit = self._scan.get(key)
         if hit is not None:
@@ -412,7 +436,7 @@ class Parser:
                 raise BelowCut
             return hit
         try:
-            res = self._scan_new(cid, terms)
+            res = self._scan_new(cid, tid)
         except BelowCut:
             self._scan[key] = _BELOW_CUT
             raise
@@ -423,37 +447,51 @@ class Parser:
         self._scan[key] = res
         return res
 
-    def _scan_new(self, cid: int, terms: tuple) -> int:
-        ignore = self.ignore_set
+    def _readings(self, tid: int) -> tuple:
+        """What a scan of terminal set ``tid`` needs of it, the same from every configuration: the
+        newline column it ends at (None: no newline), the symbols scanned once a newline is set
+        aside, the ones that move items (the non-ignored, or all), the bracket depth they change
+        and whether an ignored one is among them."""
+        info = self._term_info[tid] if tid < len(self._term_info) else None
+        if info is None:
+            terms = self._term_sets[tid]
+            ind, column = self.indenter, None
+            if self.symbol_of:
+                if ind is not None:
+                    column = max((ind.columns[t] for t in terms if t in ind.columns), default=None)
+                terms = tuple(sorted({self.symbol_of.get(t, t) for t in terms}))
+            if column is not None:
+                terms = tuple(t for t in terms if t != ind.newline)
+            real = tuple(t for t in terms if t not in self.ignore_set) or terms
+            delta = 0 if ind is None else (any(t in ind.open_paren for t in real)
+                                           - any(t in ind.close_paren for t in real))
+            info = (column, real, delta, any(t in self.ignore_set for t in real))
+            self._term_info.extend([None] * (tid + 1 - len(self._term_info)))
+            self._term_info[tid] = info
+        return info
+
+    def _scan_new(self, cid: int, tid: int) -> int:
+        column, real, delta, ignored = self._readings(tid)
         ctx = self.context[cid]
-        ind = self.indenter
-        column = None
-        if self.symbol_of:
-            sym = self.symbol_of
-            if ind is not None:
-                column = max((ind.columns[t] for t in terms if t in ind.columns), default=None)
-            terms = tuple(sorted({sym.get(t, t) for t in terms}))
         if column is not None:
             res = self._scan_newline(cid, ctx, column)
             if res >= 0:
                 return res
-            terms = tuple(t for t in terms if t != ind.newline)
-            if not terms:
-                return -1
-        real = tuple(t for t in terms if t not in ignore) or terms
+        if not real:
+            return -1
         moved = self._move(self.stacks[cid], real)
         if moved:
             stacks, can_end = self._close_all(moved)
-            if ind is not None:
-                depth = ctx[0] + any(t in ind.open_paren for t in real) - any(t in ind.close_paren for t in real)
+            if self.indenter is not None:
+                depth = ctx[0] + delta
                 if depth < 0:
                     return -1
                 ctx = (depth, ctx[1])
             return self._intern(stacks, can_end, False, ctx)
-        if not self.after_ignore[cid] and any(t in ignore for t in real):
+        if ignored and not self.after_ignore[cid]:
             if self.ignore_repeats:
                 return cid
-            return self._intern(self.stacks[cid], self._base_end[cid], True, ctx)
+            return self._intern(self.stacks[cid], bool(self._base_end[cid]), True, ctx)
         return -1
 
     def _scan_newline(self, cid: int, ctx: tuple, column: int) -> int:
@@ -551,7 +589,7 @@ class Parser:
             k = item >> CALL_SHIFT
             cut.append(((image[k // nr] * nr + k % nr) << CALL_SHIFT) | (item & ITEM_FRAME) if k >= 0 else item)
         cut.sort()
-        key = (tuple(cut), self._base_end[cid], self.after_ignore[cid], self.context[cid])
+        key = (tuple(cut), bool(self._base_end[cid]), bool(self.after_ignore[cid]), self.context[cid])
         c = self._index.get(key)
         if c is None:
             return self._add(key, self.can_end[cid], self.allowed[cid])
@@ -670,4 +708,5 @@ class Parser:
         """Configuration ``cid`` with its items replaced by ``stacks`` (-1 when empty)."""
         if not stacks:
             return -1
-        return self._intern(tuple(sorted(set(stacks))), self._base_end[cid], self.after_ignore[cid], self.context[cid])
+        return self._intern(tuple(sorted(set(stacks))), bool(self._base_end[cid]), bool(self.after_ignore[cid]),
+                            self.context[cid])

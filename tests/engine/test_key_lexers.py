@@ -56,7 +56,8 @@ def _pair(compilers, schema, order):
     g = compilers[0].compile_json_schema(schema, property_order=order)
     g0 = compilers[1].compile_json_schema(schema, property_order=order)
     g0.key_families = {}
-    for cache in (g0._lexer_of, g0._lexer_by_allowed, g0._excluded_of, g0._refused_ends):
+    del g0._lexer_of[:]  # an array: configuration -> lexer id
+    for cache in (g0._lexer_by_allowed, g0._excluded_of, g0._refused_ends):
         cache.clear()
     g0.clear_masks()
     return g, g0
