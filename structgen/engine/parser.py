@@ -149,6 +149,8 @@ class Parser:
         self._call_cost: dict[int, float] = {}
         self._costed = 0
         self._n_rules = len(autos)
+        self._term_next = [a.term_next for a in autos]  # per rule: (state << TERM_SHIFT | terminal) -> state
+        self._frames: dict[int, tuple] = {}  # frame -> what a closure reads of it (see _frame)
         k0 = self._position({start_rule: (END << CALL_SHIFT,)}) * self._n_rules + start_rule
         self.initial = self._intern(*self._close_all([(k0 << CALL_SHIFT) | (start_rule << FRAME_BITS)]), False, ctx)
 
@@ -224,13 +226,27 @@ class Parser:
             hit = self._nullable_of[rule] = rule in self._template(frozenset((rule,)))[3]
         return hit
 
+    def _frame(self, frame: int) -> tuple:
+        """What a closure reads of a rule state (``rule << FRAME_BITS | state``), made once: whether
+        it expects a terminal, its rule edges as (rule, the frame returned to, whether the rule may
+        end without a byte), whether the rule may end there."""
+        r, s = frame >> FRAME_BITS, frame & FRAME_MASK
+        a = self.autos[r]
+        info = self._frames[frame] = (bool(a.terms[s]), tuple((n, (r << FRAME_BITS) | nxt, self._nullable(n))
+                                                              for n, nxt in a.nt_edges[s]), bool(a.final[s]))
+        return info
+
     def returns(self, call: int) -> tuple:
         """Where ``call`` returns to, as items (``END`` as the call when the output may end)."""
         i = self._rets.get(call)
         if i is not None:
             return self._ret_values[i]
         p, x = divmod(call, self._n_rules)
-        outside = next((out for rule, out in self.positions[p] if rule == x), ())
+        outside = ()
+        for rule, out in self.positions[p]:
+            if rule == x:
+                outside = out
+                break
         inside = self._template_list[self._position_template[p]][1].get(x, ())
         base = (p * self._n_rules) << CALL_SHIFT
         rets = outside + tuple(base + j for j in inside)
@@ -247,11 +263,11 @@ class Parser:
         union of its callers' (the GSS's packing), so nesting adds items instead of multiplying
         readings; what the called rules call in turn comes from a template cached per set of
         rules, so a closure costs the items that moved, not the ~50 rules an expression opens."""
-        key = tuple(sorted(set(active)))
+        key = tuple(sorted(set(active))) if len(active) > 1 else tuple(active)
         hit = self._closure.get(key)
         if hit is not None:
             return self._closed[hit]
-        autos = self.autos
+        frames = self._frames
         tops = []
         can_end = False
         roots: dict[int, set] = {}
@@ -269,19 +285,24 @@ class Parser:
                     continue
                 raise BelowCut
             frame = item & ITEM_FRAME
-            r, s = frame >> FRAME_BITS, frame & FRAME_MASK
-            a = autos[r]
-            if a.terms[s]:
+            info = frames.get(frame)
+            if info is None:
+                info = self._frame(frame)
+            expects, edges, final = info
+            if expects:
                 tops.append(item)
-            for n, nxt in a.nt_edges[s]:
-                ret = (k << CALL_SHIFT) | (r << FRAME_BITS) | nxt
-                rs = roots.get(n)
-                if rs is None:
-                    rs = roots[n] = set()
-                rs.add(ret)
-                if self._nullable(n):  # n may end here: its caller continues
-                    work.append(ret)
-            if a.final[s]:
+            if edges:
+                call = k << CALL_SHIFT
+                for n, ret_frame, nullable in edges:
+                    ret = call | ret_frame
+                    rs = roots.get(n)
+                    if rs is None:
+                        roots[n] = {ret}
+                    else:
+                        rs.add(ret)
+                    if nullable:  # n may end here: its caller continues
+                        work.append(ret)
+            if final:
                 work.extend(self.returns(k))
         if roots:
             p = self._position({n: tuple(sorted(rs)) for n, rs in roots.items()})
@@ -408,11 +429,11 @@ class Parser:
 
     def _move(self, stacks: tuple, real: tuple) -> list:
         """The items after a lexeme of any of ``real`` (grammar symbols)."""
+        term_next = self._term_next
         moved = []
         for item in stacks:
-            frame = item & ITEM_FRAME
-            r, s = frame >> FRAME_BITS, frame & FRAME_MASK
-            edges, base = self.autos[r].term_next, s << TERM_SHIFT
+            s = item & FRAME_MASK
+            edges, base = term_next[(item & ITEM_FRAME) >> FRAME_BITS], s << TERM_SHIFT
             for t in real:
                 nxt = edges.get(base | t)
                 if nxt is not None:
