@@ -249,7 +249,7 @@ class Parser:
                 break
         inside = self._template_list[self._position_template[p]][1].get(x, ())
         base = (p * self._n_rules) << CALL_SHIFT
-        rets = outside + tuple(base + j for j in inside)
+        rets = outside + tuple([base + j for j in inside]) if inside else outside
         if len(self._rets) > 500_000:
             self._rets.clear()
             self._ret_values = ChunkedList()
@@ -305,9 +305,9 @@ class Parser:
             if final:
                 work.extend(self.returns(k))
         if roots:
-            p = self._position({n: tuple(sorted(rs)) for n, rs in roots.items()})
+            p = self._position({n: tuple(sorted(rs)) if len(rs) > 1 else tuple(rs) for n, rs in roots.items()})
             base = (p * self._n_rules) << CALL_SHIFT
-            tops.extend(base + i for i in self._template_list[self._position_template[p]][0])
+            tops.extend([base + i for i in self._template_list[self._position_template[p]][0]])
         if len(tops) > self.max_stacks:
             if self._below_a_cut(tops):
                 raise BelowCut  # let the whole stack refuse it (or raise), as it would uncut
