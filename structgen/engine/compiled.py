@@ -43,6 +43,9 @@ MAX_CUT_DEPTH = 32
 CUT_AFTER = 16
 CUT_TRIAL = 32
 CUT_MIN_SHARE = 4
+#: How deep (in stack positions) the configurations past a token's first lexeme are cut in a
+#: Lark grammar's first mask (see CompiledGrammar.follow_boundaries); 0: never
+FOLLOW_CUT_DEPTH = 3
 #: Items a Lark grammar's configuration may carry (the parser's graph-structured stack packs nested
 #: readings, so python.lark stays near 50 at any bracket depth); a lexeme that would need more is
 #: refused, by the mask and by accept_token alike
@@ -158,6 +161,9 @@ class CompiledGrammar:
         self._cold_seen: dict[int, int] = {}
         self._cut_tries: dict[int, int] = {}
         self._cut_shared: dict[int, int] = {}
+        # how deep a first mask cuts what follows a token's first boundary (see follow_boundaries):
+        # Lark grammars without value checks (a check's trials read the stack they run on)
+        self._follow_cut = FOLLOW_CUT_DEPTH if kind == "lark" and not ir.checks else 0
 
     # -- state helpers ---------------------------------------------------------
     def lexer_for(self, cid: int, first: frozenset | None = None) -> Lexer:
@@ -357,7 +363,7 @@ class CompiledGrammar:
         if lx.widened and ls < lx.core._n_prod:
             self._clear_ends(cid, lx, m, ls)
         if len(inside[EV_NODES]):
-            self.follow_boundaries(cid, lx, inside, self._adder(m))
+            self.follow_boundaries(cid, lx, inside, self._adder(m), self._follow_cut)
         if self.can_end(cid, lx, ls):
             for e in self.eos_ids:
                 m[e >> 5] |= np.uint32(1 << (e & 31))
@@ -372,16 +378,25 @@ class CompiledGrammar:
                     self._clear_ends(c2, lx2, m, 0, gid, nodes)
         return add
 
-    def follow_boundaries(self, cid: int, lx: Lexer, walk, visit) -> None:
+    def follow_boundaries(self, cid: int, lx: Lexer, walk, visit, cut: int = 0) -> None:
         """Follow a walk across every lexeme boundary its tokens cross, at any depth: for each
         group of boundary nodes and each reading of the lexeme ending there, ``visit(cid, terms,
         c2, lx2, gid, nodes, w2, carry)`` gets the configuration and terminals scanned, the
         configuration and lexer after them and the continuation walk ``w2``; what it returns is
-        the ``carry`` of the groups deeper in the same tokens (None at the first boundary)."""
-        scan, lexer_for, cont = self.parser.scan, self.lexer_for, self._walker.cont
-        todo = [(cid, lx, walk, None)]
+        the ``carry`` of the groups deeper in the same tokens (None at the first boundary).
+
+        With ``cut`` > 0, what lies past a token's first boundary is followed from the configuration
+        cut that many positions deep (:meth:`Parser.cut`): tokens that cross several lexemes
+        (DeepSeek's ``"-----"``, ``"(((("``, ``"):\n"``) read only the top of the stack, and every
+        configuration with the same top then shares those scans instead of making its own
+        (python.lark: 80% of the configurations a first mask made were three or more lexemes deep).
+        A scan that pops below the cut is redone from the whole configuration, made then
+        (``whole``: how to get it, the parent's entry and the terminals scanned)."""
+        parser = self.parser
+        scan, lexer_for, cont = parser.scan, self.lexer_for, self._walker.cont
+        todo = [(cid, lx, walk, None, None)]
         while todo:
-            cid, lx, walk, carry = todo.pop()
+            cid, lx, walk, carry, whole = todo.pop()
             core, acc_set = lx.core, lx.acc_set
             own = walk[OWN]  # a continuation walk of this very core: labels are accept sets
             for label, gid, nodes in walk[GROUPS]:
@@ -391,14 +406,39 @@ class CompiledGrammar:
                     continue
                 readings = ((acc_set(a), None),) if lx.follow is None else lx.follow_classes(a)
                 for terms, first in readings:
-                    c2 = scan(cid, terms)
+                    try:
+                        c2 = scan(cid, terms)
+                    except BelowCut:
+                        if whole is None:
+                            raise  # the caller's own configuration is a cut (see _cut_mask)
+                        cid, whole = self._whole(whole), None
+                        if cid < 0:
+                            break
+                        c2 = scan(cid, terms)
                     if c2 < 0:
                         continue
                     lx2 = lexer_for(c2, first)
                     w2 = cont(gid, nodes, lx2)
                     deeper = visit(cid, terms, c2, lx2, gid, nodes, w2, carry)
                     if len(w2[EV_NODES]):
-                        todo.append((c2, lx2, w2, deeper))
+                        below = None if whole is None else (cid, whole, terms)
+                        if cut:
+                            c2c = parser.cut(c2, cut)
+                            if c2c != c2:
+                                c2, below = c2c, (cid, whole, terms)
+                        todo.append((c2, lx2, w2, deeper, below))
+                if cid < 0:
+                    break
+
+    def _whole(self, whole: tuple) -> int:
+        """The whole configuration a cut one stands for in :meth:`follow_boundaries`: the parent's
+        (itself made the same way where it was a cut) scanned by the same terminals."""
+        parent, above, terms = whole
+        if above is not None:
+            parent = self._whole(above)
+            if parent < 0:
+                return -1
+        return self.parser.scan(parent, terms)
 
     def _clear_ends(self, cid: int, lx: Lexer, m: np.ndarray, ls: int, gid: int = 0, nodes=None) -> None:
         """Drop the tokens that complete a widened literal the parser does not allow (see

@@ -164,3 +164,45 @@ def test_masks_through_cut_configurations_equal_whole_ones(smol_info, smol_hf_to
     assert masks(g) == whole
     assert g._mask_alias  # masks were shared through cuts
     assert max(g._cut_depth.values(), default=0) > compiled.CUT_DEPTH  # and some token popped below one
+
+
+PYTHON_TEXT = '''def f(a, b=-1):
+    x = [[(a, -(-(-b)))], {"k": ((1, 2), [3])}]
+    if not not x and a[0][0]:
+        return f(g(h(i(j(k(1)))))) ** ---a
+    return {"y": [x, (b,)]}["y"]
+'''
+
+
+@pytest.mark.parametrize("depth", [1, 3])
+def test_follow_cuts_share_the_lexemes_past_a_tokens_first_and_never_change_a_mask(smol_info, smol_hf_tokenizer,
+                                                                                   monkeypatch, depth):
+    """python.lark: a first mask follows the lexemes past each token's first boundary from the
+    configuration cut ``depth`` positions deep (``CompiledGrammar.follow_boundaries``), redoing from
+    the whole configuration every scan that pops below the cut.  Masks equal those followed whole at
+    every step, fewer configurations are made, and pops below the cut did happen (the test fails if
+    a scan below the cut were answered instead of redone)."""
+    import structgen.engine.compiled as compiled
+    from structgen.bench.lark_corpora import CORPORA
+    from structgen.engine.matcher import Matcher
+
+    corpus = CORPORA["python"]
+    ids = smol_hf_tokenizer.encode(PYTHON_TEXT, add_special_tokens=False)
+
+    def masks(follow_depth: int):
+        monkeypatch.setattr(compiled, "FOLLOW_CUT_DEPTH", follow_depth)
+        g = GrammarCompiler(smol_info).compile_lark(corpus.grammar, start=corpus.start, indenter=corpus.indenter)
+        redone = []
+        whole = g._whole
+        monkeypatch.setattr(g, "_whole", lambda w: redone.append(w) or whole(w))
+        m, out = Matcher(g), []
+        for t in ids:
+            out.append(m.next_token_mask().tobytes())
+            assert m.accept_token(t)
+        assert m.is_accepting()
+        return out, g.parser.n_configs, len(redone)
+
+    plain, plain_configs, none_redone = masks(0)
+    cut, cut_configs, redone = masks(depth)
+    assert none_redone == 0 and redone > 0
+    assert cut == plain and cut_configs < plain_configs
