@@ -122,9 +122,8 @@ class Parser:
         self._scan: dict[int, int] = {}
         self._cuts: dict[int, int] = {}  # cid * 64 + depth -> the cut configuration (see cut)
         self._term_set_ids: dict[tuple, int] = {}
-        self._term_sets: list[tuple] = []  # tid -> the terminal set (see scan)
         self._tid_lock = threading.Lock()
-        self._term_info: list[tuple | None] = []  # tid -> what every scan of it needs (see _readings)
+        self._term_info: list[tuple] = []  # tid -> what every scan of the set needs (see _readings)
         self._lexed_of: dict[tuple, tuple] = {}  # (symbols, newline parts) -> allowed terminals (see _lexed)
         self._lexed_pool: dict[tuple, tuple] = {}  # one object per distinct allowed tuple
         self._closure = InternTable()  # active items -> index into _closed
@@ -249,7 +248,7 @@ class Parser:
                 break
         inside = self._template_list[self._position_template[p]][1].get(x, ())
         base = (p * self._n_rules) << CALL_SHIFT
-        rets = outside + tuple([base + j for j in inside]) if inside else outside
+        rets = (outside + tuple([base + j for j in inside])) if inside else outside
         if len(self._rets) > 500_000:
             self._rets.clear()
             self._ret_values = ChunkedList()
@@ -448,8 +447,8 @@ class Parser:
             with self._tid_lock:  # rare (a grammar has few distinct sets): numbered once, whatever the threads
                 tid = self._term_set_ids.get(terms)
                 if tid is None:
-                    self._term_sets.append(terms)
-                    tid = self._term_set_ids[terms] = len(self._term_sets) - 1
+                    self._term_info.append(self._readings(terms))
+                    tid = self._term_set_ids[terms] = len(self._term_info) - 1
         key = (cid << 32) | tid  # an int: a dict of ints is never tracked by the garbage collector
         hit = self._scan.get(key)
         if hit is not None:
@@ -468,31 +467,24 @@ class Parser:
         self._scan[key] = res
         return res
 
-    def _readings(self, tid: int) -> tuple:
-        """What a scan of terminal set ``tid`` needs of it, the same from every configuration: the
-        newline column it ends at (None: no newline), the symbols scanned once a newline is set
-        aside, the ones that move items (the non-ignored, or all), the bracket depth they change
-        and whether an ignored one is among them."""
-        info = self._term_info[tid] if tid < len(self._term_info) else None
-        if info is None:
-            terms = self._term_sets[tid]
-            ind, column = self.indenter, None
-            if self.symbol_of:
-                if ind is not None:
-                    column = max((ind.columns[t] for t in terms if t in ind.columns), default=None)
-                terms = tuple(sorted({self.symbol_of.get(t, t) for t in terms}))
-            if column is not None:
-                terms = tuple(t for t in terms if t != ind.newline)
-            real = tuple(t for t in terms if t not in self.ignore_set) or terms
-            delta = 0 if ind is None else (any(t in ind.open_paren for t in real)
-                                           - any(t in ind.close_paren for t in real))
-            info = (column, real, delta, any(t in self.ignore_set for t in real))
-            self._term_info.extend([None] * (tid + 1 - len(self._term_info)))
-            self._term_info[tid] = info
-        return info
+    def _readings(self, terms: tuple) -> tuple:
+        """What a scan of the terminal set ``terms`` needs of it, the same from every configuration
+        (made once, when the set is numbered): the newline column it ends at (None: no newline), the
+        symbols that move items once a newline is set aside (the non-ignored, or all), the bracket
+        depth they change and whether an ignored one is among them."""
+        ind, column = self.indenter, None
+        if self.symbol_of:
+            if ind is not None:
+                column = max((ind.columns[t] for t in terms if t in ind.columns), default=None)
+            terms = tuple(sorted({self.symbol_of.get(t, t) for t in terms}))
+        if column is not None:
+            terms = tuple(t for t in terms if t != ind.newline)
+        real = tuple(t for t in terms if t not in self.ignore_set) or terms
+        delta = 0 if ind is None else (any(t in ind.open_paren for t in real) - any(t in ind.close_paren for t in real))
+        return column, real, delta, any(t in self.ignore_set for t in real)
 
     def _scan_new(self, cid: int, tid: int) -> int:
-        column, real, delta, ignored = self._readings(tid)
+        column, real, delta, ignored = self._term_info[tid]
         ctx = self.context[cid]
         if column is not None:
             res = self._scan_newline(cid, ctx, column)
