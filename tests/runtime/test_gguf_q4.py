@@ -102,13 +102,7 @@ def test_every_block_layer_switched_and_rows_invariant(smol_q4):
         assert torch.equal(together, one_by_one), n  # bit for bit: what keeps speculation lossless
 
 
-def test_logits_close_to_fp32(smol_dense, smol_q4):
-    ids = torch.tensor([smol_dense.encode("The capital of France is Paris. The capital of Germany is")])
-    with torch.no_grad():
-        a = smol_dense.hf_model(ids).logits[0, -1]
-        b = smol_q4.hf_model(ids).logits[0, -1]
-    assert (a - b).abs().max().item() < 0.05 * a.abs().max().item()
-    assert a.argmax() == b.argmax()
+# Logits close to fp32 under every instruction set: test_accuracy_per_instruction_set.py
 
 
 def test_speculative_output_identical_and_valid(smol_q4):

@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import copy
 
-import pytest
 import torch
 
 from structgen.runtime import fast_linear, gguf_q4, int8_output
@@ -36,31 +35,7 @@ def test_the_outlier_dimensions_are_the_large_ones(smol_dense):
     assert set(peak.argsort(descending=True)[:5].tolist()) <= set(dims.tolist())
 
 
-def _next_token_logits(hf_model, ids):
-    with torch.no_grad():
-        return hf_model(torch.tensor([ids])).logits[0].float()
-
-
-def test_logits_stay_as_close_to_fp32_as_the_4bit_layers_alone(smol_dense, smol):
-    """Over a text's positions: mean KL to the dense fp32 model and top-1 agreement, with the int8 output
-    layer and without it (the 4-bit layers alone); the int8 layer may add little on top."""
-    ids = smol_dense.encode("Structured generation constrains a language model to a grammar. The JSON value "
-                            '{"city": "Kyoto", "population": 1463723, "tags": ["temple", "garden"]} is one. '
-                            "Each step masks the tokens the grammar cannot take, then samples the rest.")
-    dense = _next_token_logits(smol_dense.hf_model, ids)
-    without = copy.deepcopy(smol.hf_model)
-    head = without.get_output_embeddings()
-    del head.forward  # the class's fp32 forward back
-    q4_only = _next_token_logits(without, ids)
-    both = _next_token_logits(smol.hf_model, ids)
-
-    def kl(p_logits, q_logits):
-        lp, lq = p_logits.log_softmax(-1), q_logits.log_softmax(-1)
-        return float((lp.exp() * (lp - lq)).sum(-1).mean())
-
-    assert kl(dense, both) < max(3 * kl(dense, q4_only), 1e-3)
-    agree = float((dense.argmax(-1) == both.argmax(-1)).float().mean())
-    assert agree >= 0.95, agree
+# Its accuracy against the dense model, under every instruction set: test_accuracy_per_instruction_set.py
 
 
 def test_it_can_be_turned_off(smol_dense, monkeypatch, tmp_path):
