@@ -12,6 +12,7 @@ from urllib.parse import unquote, urldefrag
 from urllib.parse import urljoin as _urljoin
 
 from ...errors import SchemaError
+from .input import subschema_draft
 from .documents import Documents
 
 
@@ -32,30 +33,33 @@ class Resolver:
     A location is returned as (subschema, its *parent's* base URI, its JSON pointer): the base URI the
     subschema's own ``$id`` is resolved against (``base_of``), as for any subschema met walking down."""
 
-    def __init__(self, root, documents: Documents | None = None):
+    def __init__(self, root, documents: Documents | None = None, draft: int | None = None):
         self.root = root
+        self.draft = draft  # the root's: what "$id" means in it (own_base); other documents declare their own
         self.documents = documents or Documents()
         self.resources: dict[str, Any] = {}
         self.anchors: dict[str, tuple[Any, str, str]] = {}
         #: per resource URI, its $dynamicAnchor names -> location (the dynamic scope's candidates)
         self.dynamic_anchors: dict[str, dict[str, tuple[Any, str, str]]] = {}
         self._resolved: dict[tuple[str, str], tuple[Any, str, str]] = {}
-        self.base = own_base(root, DEFAULT_BASE)
-        self._index(root, DEFAULT_BASE, "#")
+        self.base = own_base(root, DEFAULT_BASE, draft)
+        self._index(root, DEFAULT_BASE, "#", draft=draft)
         self.resources.setdefault(urldefrag(self.base)[0], (root, DEFAULT_BASE, "#"))
 
-    def _index(self, node, base: str, ptr: str, names: bool = False) -> None:
+    def _index(self, node, base: str, ptr: str, names: bool = False, draft: int | None = None) -> None:
         """Record the resources and anchors under ``node`` (``base``: its parent's base URI;
-        ``names``: ``node`` maps names to schemas, as ``$defs`` does, rather than being a schema)."""
+        ``names``: ``node`` maps names to schemas, as ``$defs`` does, rather than being a schema;
+        ``draft``: the document's, which decides what ``$id`` and ``id`` mean)."""
         if names:
             for k, v in node.items():
                 if isinstance(v, (dict, list)):
-                    self._index(v, base, f"{ptr}/{escape_pointer(k)}")
+                    self._index(v, base, f"{ptr}/{escape_pointer(k)}", draft=draft)
             return
         if isinstance(node, dict):
             own = base
-            ident = node.get("$id") if isinstance(node.get("$id"), str) else None
-            if ident is None and isinstance(node.get("id"), str) and not isinstance(node.get("type"), dict):
+            ident = schema_id(node, draft)
+            if ident is None and isinstance(node.get("id"), str) and not isinstance(node.get("type"), dict) \
+                    and not ref_hides_siblings(node, draft):
                 # draft-04 "id", only when it looks like a URI reference (not a property named id)
                 if "properties" not in str(ptr).rsplit("/", 1)[-1]:
                     ident = node.get("id") if node.get("id", "").startswith(("#", "http", "urn", "/")) else None
@@ -80,17 +84,18 @@ class Resolver:
                 # only containers can hold an $id or $anchor: no pointer is built for a leaf; values
                 # (enum, default, ...) hold none
                 if isinstance(v, (dict, list)) and k not in VALUE_KEYWORDS:
-                    self._index(v, own, f"{ptr}/{escape_pointer(k)}", names=k in NAMED_SCHEMAS and isinstance(v, dict))
+                    self._index(v, own, f"{ptr}/{escape_pointer(k)}", names=k in NAMED_SCHEMAS and isinstance(v, dict),
+                                draft=draft)
         elif isinstance(node, list):
             for i, v in enumerate(node):
                 if isinstance(v, (dict, list)):
-                    self._index(v, base, f"{ptr}/{i}")
+                    self._index(v, base, f"{ptr}/{i}", draft=draft)
 
     def _load(self, url: str, ref: str, ptr: str):
         """A document another one names, from the registry or the meta-schemas, indexed once."""
         doc = self.documents.get(url, pointer=ptr, ref=ref)
         where = f"{url}#"
-        self._index(doc, url, where)
+        self._index(doc, url, where, draft=subschema_draft(doc, self.draft))
         self.resources[url] = (doc, url, where)
         return self.resources[url]
 
@@ -117,7 +122,7 @@ class Resolver:
             return res
         if not frag.startswith("/"):
             raise SchemaError(f"$ref {ref!r}: anchor {frag!r} not found in {url!r}", pointer=ptr)
-        cur, parent, own = node, pbase, own_base(node, pbase)
+        cur, parent, own = node, pbase, own_base(node, pbase, self.draft)
         cptr = rptr
         for part in frag.split("/")[1:]:
             part = unquote(part).replace("~1", "/").replace("~0", "~")
@@ -129,15 +134,30 @@ class Resolver:
                 raise SchemaError(f"$ref {ref!r} does not resolve in {url!r}", pointer=ptr)
             cptr = f"{cptr}/{escape_pointer(part)}"
             if isinstance(cur, dict):
-                parent, own = own, own_base(cur, own)
+                parent, own = own, own_base(cur, own, self.draft)
         return cur, parent, cptr
 
 
-def own_base(schema, parent_base: str) -> str:
-    """The base URI inside ``schema``: its ``$id`` resolved against its parent's base."""
-    if isinstance(schema, dict) and isinstance(schema.get("$id"), str):
-        return urldefrag(urljoin(parent_base, schema["$id"]))[0]
-    return parent_base
+def ref_hides_siblings(schema, draft: int | None) -> bool:
+    """Whether ``schema``'s other keywords mean nothing beside its ``$ref`` (drafts 4 to 7, as
+    jsonschema reads them): an ``$id`` or ``id`` there changes no base URI."""
+    return draft in (4, 6, 7) and isinstance(schema, dict) and "$ref" in schema
+
+
+def schema_id(schema, draft: int | None) -> str | None:
+    """``schema``'s ``$id`` where its draft reads one: not in draft-04 (whose keyword is ``id``), not
+    beside a ``$ref`` before 2019-09 (the poetry and CryEngine schemas on SchemaStore have both)."""
+    if not isinstance(schema, dict) or draft == 4 or ref_hides_siblings(schema, draft):
+        return None
+    ident = schema.get("$id")
+    return ident if isinstance(ident, str) else None
+
+
+def own_base(schema, parent_base: str, draft: int | None = None) -> str:
+    """The base URI inside ``schema``: its ``$id`` (as its ``draft`` reads it) resolved against its
+    parent's base."""
+    ident = schema_id(schema, draft)
+    return urldefrag(urljoin(parent_base, ident))[0] if ident is not None else parent_base
 
 
 def shown_uri(base: str, ref: str) -> str:
@@ -198,7 +218,7 @@ class SchemaNode:
     def inner_scope(self) -> tuple[str, ...]:
         """The dynamic scope inside this subschema: ``scope`` and, when it starts a resource not in
         it yet, that resource."""
-        own = own_base(self.schema, self.base)
+        own = own_base(self.schema, self.base, self.own_draft)
         return self.scope if own in self.scope else self.scope + (own,)
 
     def child(self, schema, ptr: str, base: str | None = None) -> "SchemaNode":

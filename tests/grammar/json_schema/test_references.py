@@ -228,3 +228,22 @@ def test_a_meta_schema_requiring_an_unknown_vocabulary_is_refused(comp):
     with pytest.raises(UnsupportedFeature, match="vocabulary"):
         comp.compile_json_schema({"$schema": "https://example.com/meta/mine", "type": "integer"},
                                  registry={"https://example.com/meta/mine": meta})
+
+
+@pytest.mark.parametrize("draft", ["http://json-schema.org/draft-04/schema#", "http://json-schema.org/draft-07/schema#"])
+def test_an_id_beside_a_ref_changes_no_base_before_2019_09(comp, draft):
+    """SchemaStore's CryEngine and poetry schemas: {"$id": ..., "$ref": ...} where the draft ignores the
+    $id (draft-04 has no "$id"; draft-07 ignores every keyword beside "$ref"), as jsonschema does."""
+    import jsonschema
+
+    schema = {"$schema": draft, "definitions": {"a": {"type": "integer"}},
+              "type": "object", "properties": {"n": {"$id": "/properties/n", "$ref": "#/definitions/a"}}}
+    jsonschema.validate({"n": 3}, schema)
+    g = comp.compile_json_schema(schema)
+    assert accepts(g, '{"n": 3}') and not accepts(g, '{"n": "x"}')
+
+
+def test_a_draft_04_root_reads_no_dollar_id(comp):
+    schema = {"$schema": "http://json-schema.org/draft-04/schema#", "$id": "https://example.com/other/x.json",
+              "definitions": {"a": {"type": "string"}}, "properties": {"s": {"$ref": "#/definitions/a"}}}
+    assert accepts(comp.compile_json_schema(schema), '{"s": "x"}')
