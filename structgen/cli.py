@@ -242,7 +242,7 @@ def _run_bench_jsonschemabench(args: argparse.Namespace) -> int:
 def _add_bench(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("bench", help="benchmarks (mask speed/correctness, end-to-end generation, ...)",
                        description="Benchmarks. Subcommands: mask (MaskBench), jsonschemabench (end to end "
-                                   "with a real model), test-suite, grammar, decode, samplers, decog, kgqa, vllm, fuzz, load, memory.")
+                                   "with a real model), test-suite, grammar, decode, samplers, decog, kgqa, vllm, fuzz, load, memory, values, real-schemas.")
     bench_sub = p.add_subparsers(dest="bench_command", metavar="BENCHMARK")
     bench_sub.required = True
     _add_bench_mask(bench_sub)
@@ -253,6 +253,8 @@ def _add_bench(sub: argparse._SubParsersAction) -> None:
     _add_bench_fuzz(bench_sub)
     _add_bench_load(bench_sub)
     _add_bench_memory(bench_sub)
+    _add_bench_values(bench_sub)
+    _add_bench_real_schemas(bench_sub)
     from .cli_hmm import add_bench_decog
 
     add_bench_decog(bench_sub)
@@ -264,6 +266,59 @@ def _add_bench(sub: argparse._SubParsersAction) -> None:
     add_bench_gpu_masks(bench_sub)
 
     add_bench_kgqa(bench_sub)
+
+
+def _add_bench_values(bench_sub) -> None:
+    from .bench.values import DEFAULT_ENGINES, DEFAULT_OUT
+
+    p = bench_sub.add_parser("values", help="extraction accuracy: are the values inside the JSON right?",
+                             description="Seeded cases (contacts, orders, events, books, flight bookings, tool "
+                                         "calls) whose text states every value; each engine extracts the record "
+                                         "and is scored on field accuracy, exact records, validity, invented "
+                                         "keys and time (see structgen/bench/values.py).")
+    p.add_argument("--cases", type=int, default=30, help="cases (default 30; every 6 hold each kind once)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--engines", default=",".join(DEFAULT_ENGINES),
+                   help="comma-separated: structgen[-noground][-prompt=MODE][-awrs|-smc], unconstrained, "
+                        "llguidance, xgrammar, outlines-core, llamacpp; a peer@structgen-prompt runs on "
+                        "structgen's prompt")
+    p.add_argument("--model", default=None, help="model folder, .gguf file or transformers id (default: SmolLM2)")
+    p.add_argument("--max-tokens", type=int, default=256)
+    p.add_argument("--out", default=DEFAULT_OUT, help=f"JSON results file (default {DEFAULT_OUT})")
+    p.add_argument("--no-progress", action="store_true")
+    p.set_defaults(func=_run_bench_values)
+
+
+def _run_bench_values(args) -> int:
+    from .bench.values import run_values_cli
+
+    return run_values_cli(args)
+
+
+def _add_bench_real_schemas(bench_sub) -> None:
+    from .bench.real_schemas import DEFAULT_MAX_TOKENS, DEFAULT_SAMPLE, DEFAULT_TIMEOUT
+
+    p = bench_sub.add_parser("real-schemas", help="generate_json end to end on real configuration schemas",
+                             description="A seeded sample of JSONSchemaBench's JsonSchemaStore and Github_ultra "
+                                         "schemas through generate_json with its defaults; each ends ok, refused, "
+                                         "context, generation_error or foreign (see structgen/bench/real_schemas.py). "
+                                         "--compile-only compiles all of them instead.")
+    p.add_argument("--sample", type=int, default=DEFAULT_SAMPLE, help=f"schemas (default {DEFAULT_SAMPLE})")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--compile-only", action="store_true", help="compile every schema of both datasets, no decoding")
+    p.add_argument("--model", default=None, help="model folder, .gguf file or transformers id (default: SmolLM2)")
+    p.add_argument("--max-tokens", type=int, default=DEFAULT_MAX_TOKENS)
+    p.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT, help="generate_json's timeout= per schema")
+    p.add_argument("--data", default=None, help="jsonschemabench-dev.jsonl.gz (default: the shared data folder)")
+    p.add_argument("--out", default=None, help="JSON file of every record")
+    p.add_argument("--no-progress", action="store_true")
+    p.set_defaults(func=_run_bench_real_schemas)
+
+
+def _run_bench_real_schemas(args) -> int:
+    from .bench.real_schemas import run_real_schemas_cli
+
+    return run_real_schemas_cli(args)
 
 
 def _add_bench_fuzz(bench_sub) -> None:
@@ -583,11 +638,23 @@ def _add_generate(sub) -> None:
     p.add_argument("--seed", type=int, default=None)
     p.add_argument("--timeout", type=float, default=300.0,
                    help="seconds before generation stops with an error saying where the time went (0: no limit)")
-    p.add_argument("--whitespace", choices=["compact", "flexible"], default="compact")
+    p.add_argument("--whitespace", choices=["spaced", "compact", "flexible"], default="spaced",
+                   help="with --schema: spaced (json.dumps' blanks, the default), compact (none), flexible (up to 16 anywhere)")
     p.add_argument("--format", choices=["assert", "annotate"], default="assert",
                    help="with --schema: whether `format` constrains strings (assert, default) or is an annotation")
     p.add_argument("--registry", default=None,
                    help="with --schema: a JSON file mapping URIs to the schemas its $refs name (nothing is fetched)")
+    p.add_argument("--schema-prompt", choices=["auto", "full", "compact", "none"], default="auto",
+                   help="with --schema: what the model is told of the schema (default auto: a short field list "
+                        "that fits the context; full: its JSON text; none: the request alone)")
+    p.add_argument("--source", default=None,
+                   help="with --schema: a text file (or - for standard input) the values come from: added to the "
+                        "request, and string values are spans of it (grounded extraction)")
+    p.add_argument("--no-grounding", dest="grounded", action="store_false",
+                   help="with --source: add the text to the request without constraining values to its spans")
+    p.add_argument("--open-objects", action="store_true",
+                   help="with --schema: objects may hold members their schema allows but does not name "
+                        "(default: only the members it names)")
     p.add_argument("--sampler", choices=list(SAMPLER_METHODS), default=None,
                    help="draw from a distribution-correcting sampler instead of greedy decoding")
     p.add_argument("--hmm", default=None, help="the HMM for --sampler decog (made by `structgen hmm distill`)")
@@ -634,6 +701,22 @@ def _checked_constraint(args):
     return None
 
 
+def _read_source(path: str | None) -> str | None:
+    """The --source text: a file's, or standard input's for "-" (an unreadable file is an InvalidArgument)."""
+    if path is None:
+        return None
+    if path == "-":
+        return sys.stdin.read()
+    from pathlib import Path
+
+    from .errors import InvalidArgument
+
+    try:
+        return Path(path).read_text(encoding="utf-8")
+    except OSError as e:
+        raise InvalidArgument(f"--source {path}: {e.strerror or e}") from None
+
+
 def _run_generate(args) -> int:
     import json as _json
     import os
@@ -653,7 +736,9 @@ def _run_generate(args) -> int:
         model = load_model(args.model, quantized="auto" if args.quantized is None else args.quantized)
         if args.schema:
             value = generate_json(model, schema, args.prompt, whitespace=args.whitespace, format=args.format,
-                                  registry=getattr(args, "registry_docs", None), **kw)
+                                  registry=getattr(args, "registry_docs", None), schema_prompt=args.schema_prompt,
+                                  source=_read_source(args.source), grounded=args.grounded,
+                                  members="any" if args.open_objects else "named", **kw)
             print(_json.dumps(value, indent=2, ensure_ascii=False))
         elif args.regex:
             print(generate_regex(model, args.regex, args.prompt, **kw))

@@ -420,7 +420,9 @@ class GrammarCompiler:
     def compile_json_schema(self, schema: Any, *, whitespace: str = "flexible", strict: bool = False,
                             lenient: bool = False, max_whitespace: int | None = None,
                             property_order: str = "schema", format: str = "assert", registry: Any = None,
-                            timeout: float | None = None, max_memory: int | None = None) -> CompiledGrammar:
+                            timeout: float | None = None, max_memory: int | None = None,
+                            source: str | None = None, ground_numbers: bool = False, members: str = "any",
+                            plain_integers: bool = False) -> CompiledGrammar:
         """A JSON Schema (dict, JSON text, or Pydantic model class); see ``structgen.grammar.json_schema``.
 
         ``property_order="schema"`` (default) emits defined properties in definition order, then
@@ -431,7 +433,13 @@ class GrammarCompiler:
         ``registry``: the other documents ``$ref`` may name -- a ``referencing.Registry`` (whose
         retriever, if any, may fetch) or a mapping of URI to schema; the draft meta-schemas are
         always known, and nothing else is fetched.
-        ``timeout`` / ``max_memory``: this call's bounds (see :class:`GrammarCompiler`)."""
+        ``timeout`` / ``max_memory``: this call's bounds (see :class:`GrammarCompiler`).
+        ``source``: grounded extraction -- string values must be spans of this text (not enum/const
+        literals, keys, or fields marked ``"x-grounded": false``); see ``structgen.grammar.grounding``.
+        ``members="any"`` (default: the spec's language) or ``"named"`` (what ``generate_json`` uses:
+        objects that name members hold only those; ``strict=True`` closes every object) and
+        ``plain_integers`` (integers without ``.0``): generation policies that keep every output valid
+        and narrow only what the generator may write."""
         from .grammar.json_schema import SchemaOptions, schema_to_ir, normalize_schema_input
         from .grammar.json_schema.documents import registry_key
 
@@ -440,7 +448,9 @@ class GrammarCompiler:
         if format not in ("assert", "annotate"):
             raise InvalidArgument(f"format must be 'assert' or 'annotate', not {format!r}")
         opts = SchemaOptions(whitespace=whitespace, strict=strict, lenient=lenient, max_whitespace=max_whitespace,
-                             property_order=property_order, format=format, registry=registry)
+                             property_order=property_order, format=format, registry=registry,
+                             source=source, ground_numbers=ground_numbers, members=members,
+                             plain_integers=plain_integers)
         reg_key = registry_key(registry)
 
         def build(schema):
@@ -462,16 +472,19 @@ class GrammarCompiler:
 
     def compile_structural_tag(self, spec: Any, *, whitespace: str = "flexible", strict: bool = False,
                                lenient: bool = False, timeout: float | None = None,
-                               max_memory: int | None = None) -> CompiledGrammar:
+                               max_memory: int | None = None, members: str = "any",
+                               plain_integers: bool = False) -> CompiledGrammar:
         """A structural tag (XGrammar's format, as a dict or JSON text): free text until a trigger, then
         the segment it selects (JSON Schema, regex, Lark, text) up to its end string, and so on; see
         ``structgen.grammar.structural_tag``.  ``whitespace`` / ``strict`` / ``lenient``: how embedded
         JSON Schemas compile (``lenient``: schemas needing checks at value boundaries compile without
-        them; validate the segments afterwards).  Bad specs raise ``GrammarError`` /
+        them; validate the segments afterwards); ``members`` / ``plain_integers``: generation policies,
+        as in :meth:`compile_json_schema`.  Bad specs raise ``GrammarError`` /
         ``UnsupportedFeature`` / ``SchemaError`` naming the spec's JSON path."""
         from .grammar.structural_tag import StructuralTagOptions, load_structural_tag, spec_key, structural_tag_to_ir
 
-        opts = StructuralTagOptions(whitespace=whitespace, strict=strict, lenient=lenient)
+        opts = StructuralTagOptions(whitespace=whitespace, strict=strict, lenient=lenient, members=members,
+                                    plain_integers=plain_integers)
 
         def job():
             doc = load_structural_tag(spec)

@@ -46,6 +46,7 @@ class DecodingOptions:
     hmm: Any = None
     speculative: bool = True
     timeout: float | None = DEFAULT_TIMEOUT
+    no_repeat_ngram: int | None = None
 
     def __post_init__(self) -> None:
         _check_int("max_tokens", self.max_tokens, low=1)
@@ -61,6 +62,8 @@ class DecodingOptions:
         _check_int("particles", self.particles, low=1)
         if not isinstance(self.speculative, bool):
             raise InvalidArgument(f"speculative must be True or False, got {self.speculative!r}")
+        if self.no_repeat_ngram is not None:
+            _check_int("no_repeat_ngram", self.no_repeat_ngram, low=0)
         if self.timeout is not None and not (_is_number(self.timeout) and self.timeout > 0):
             raise InvalidArgument(f"timeout must be a positive number of seconds or None, got {self.timeout!r}")
 

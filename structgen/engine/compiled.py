@@ -99,6 +99,8 @@ class CompiledGrammar:
         self.tokenizer = tokenizer
         self.trie = trie
         self.validator = validator  # final-output check for lenient compiles
+        #: what a source grounded (JSON Schema with source=): {"grounded": [pointers], "fell_back": [(pointer, why)]}
+        self.grounding = getattr(ir, "grounding", None)
         names = list(ir.terminals)
         self.term_names = tuple(names)  # strings only: untracked by the GC
         term_index = {n: i for i, n in enumerate(names)}

@@ -132,6 +132,42 @@ def opt(item: Expr) -> Expr:
     return Repeat(item, 0, 1)
 
 
+def derives_something(expr: Expr, rules: dict[str, "Expr"]) -> bool:
+    """Whether ``expr`` derives at least one string, its rules read from ``rules``: a compiler asks
+    before it keeps a narrowed form of a value (an object a policy closes; a Graph's finals may be
+    unreachable).  A name that is neither a rule yet (one being compiled) nor missing counts as
+    deriving something: terminals are never empty, and a rule in progress is judged when it is done."""
+    productive: set[str] = set()
+
+    def walk(e: Expr, visiting: frozenset) -> bool:
+        if isinstance(e, Sym):
+            if e.name in productive or e.name not in rules:
+                return True
+            if e.name in visiting:
+                return False  # a derivation through itself alone never ends
+            if walk(rules[e.name], visiting | {e.name}):
+                productive.add(e.name)
+                return True
+            return False
+        if isinstance(e, Seq):
+            return all(walk(x, visiting) for x in e.items)
+        if isinstance(e, Alt):
+            return any(walk(x, visiting) for x in e.items)
+        if isinstance(e, Repeat):
+            return e.lo == 0 or walk(e.item, visiting)
+        reached, frontier = {e.start}, [e.start]  # Graph: a final state reachable over edges that derive
+        live = [(a, b) for a, x, b in e.edges if x is None or walk(x, visiting)]
+        while frontier:
+            q = frontier.pop()
+            for a, b in live:
+                if a == q and b not in reached:
+                    reached.add(b)
+                    frontier.append(b)
+        return not reached.isdisjoint(e.finals)
+
+    return walk(expr, frozenset())
+
+
 @dataclass(frozen=True)
 class FollowCondition:
     """What may come right after a lexeme that ends in a given DFA state (a lookahead at a
@@ -250,6 +286,8 @@ class GrammarIR:
     ignore_repeats: bool = False
     #: a post-lexer that turns newline lexemes into indent / dedent symbols (structgen.grammar.indenter)
     indenter: "Any" = None
+    #: what a JSON Schema's ``source`` grounded: {"grounded": [pointers], "fell_back": [(pointer, why)]}
+    grounding: "dict | None" = None
 
     def add_terminal(self, name: str, dfa: DFA, *, ignore: bool = False, follow: FollowCondition | None = None) -> Sym:
         self.terminals[name] = Terminal(name, dfa, ignore, follow=follow)

@@ -86,6 +86,9 @@ class StructuralTagOptions:
     whitespace: str = "flexible"
     strict: bool = False
     lenient: bool = False
+    #: generation policies (``SchemaOptions``): which members objects hold, integers without ``.0``
+    members: str = "any"
+    plain_integers: bool = False
 
 
 @dataclass(frozen=True)
@@ -520,7 +523,8 @@ class _Builder:
         if ws is not None:
             whitespace, max_ws = ("compact", None) if ws == 0 else ("flexible", ws)
         opts = SchemaOptions(whitespace=whitespace, strict=o.strict, lenient=o.lenient, max_whitespace=max_ws,
-                             property_order="any" if any_order else "schema")
+                             property_order="any" if any_order else "schema", members=o.members,
+                             plain_integers=o.plain_integers)
         try:
             schema = normalize_schema_input(node["json_schema"])
             ir, _ = schema_to_ir(schema, opts)

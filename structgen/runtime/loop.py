@@ -129,7 +129,7 @@ class Decoding:
     def __init__(self, model: Any, prompt_ids: Sequence[int], matcher: MatcherProtocol | None = None, *,
                  max_tokens: int, sampler: Sampler | None = None, budget_guard: BudgetGuard | None = None,
                  optional: bool = False, deadline: float | None = None, stop_at_eos: bool = True,
-                 drafter: Drafter | None = None, kv: Any = None) -> None:
+                 drafter: Drafter | None = None, kv: Any = None, no_repeat_ngram: int = 0) -> None:
         if max_tokens < 0:
             raise InvalidArgument(f"max_tokens must be >= 0, got {max_tokens}")
         self.prompt = [int(t) for t in prompt_ids]
@@ -156,6 +156,7 @@ class Decoding:
         self._bitmask = None
         self._t0 = self._t_prefill = 0.0
         self.drafter = drafter
+        self.no_repeat_ngram = int(no_repeat_ngram or 0)
         self.draft_stats = DraftStats()
         # rows of logits fed ahead of acceptance: (drafted token, source, the row that follows it)
         self._pending: deque[tuple[int, str, torch.Tensor]] = deque()
@@ -308,6 +309,8 @@ class Decoding:
             self.mask_seconds += time.perf_counter() - tm
         for b in banned:
             logits[b] = float("-inf")
+        if self.no_repeat_ngram > 1 and self._constrained():
+            penalize_repeated_ngrams(logits, self.tokens, self.no_repeat_ngram)
 
     def _draw(self, logits: torch.Tensor) -> int | None:
         """A token the budget guard allows and the matcher takes (accepted already); refused
@@ -446,6 +449,32 @@ class Decoding:
             decode_seconds=now - self._t_prefill, mask_seconds=self.mask_seconds, steps=self.steps,
             log_weight=self.sampler.log_weight, forward_passes=self._kv.forward_passes,
             extra={"speculation": self.draft_stats.as_dict()} if self.drafter is not None else {})
+
+
+#: what a token that would repeat an n-gram loses (added to its logit): far below any other allowed
+#: token, yet finite, so it stays the way out where the grammar and the budget allow nothing else
+REPEAT_PENALTY = 1.0e4
+
+
+def penalize_repeated_ngrams(logits: torch.Tensor, tokens: Sequence[int], n: int) -> None:
+    """Make every token that would write an ``n``-token sequence already in ``tokens`` a last resort
+    (in place), where another token is allowed: greedy decoding of a small model under a grammar
+    otherwise loops (``"john-john-john..."``, a tree nesting ``src/src.json`` to the budget), since the
+    grammar lets it go on and its own output makes going on likelier.  Forced tokens (the only one
+    allowed) are untouched, and so is the model's choice among the others."""
+    if len(tokens) < n - 1:
+        return
+    prefix = list(tokens[len(tokens) - n + 1:])
+    last = prefix[-1]
+    followers = {tokens[i + 1] for i in range(n - 2, len(tokens) - 1)
+                 if tokens[i] == last and list(tokens[i - n + 2:i + 1]) == prefix}
+    if not followers:
+        return
+    finite = torch.isfinite(logits)
+    idx = torch.tensor(sorted(followers), dtype=torch.long)
+    if int(finite.sum()) - int(finite[idx].sum()) <= 0:
+        return  # nothing else is allowed: the repeat is the grammar's, not the model's
+    logits[idx] -= REPEAT_PENALTY
 
 
 def generate_constrained(model: Any, prompt_ids: Sequence[int], matcher: MatcherProtocol, *, max_tokens: int,

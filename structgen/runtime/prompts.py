@@ -8,9 +8,18 @@ fallback for tokenizers without one, and on roles a template refuses.
 from __future__ import annotations
 
 import json
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
-__all__ = ["render_chat", "user_prompt", "schema_prompt", "task_prompt"]
+__all__ = ["render_chat", "user_prompt", "schema_prompt", "task_prompt", "request_prompt", "schema_instruction", "SCHEMA_PROMPTS",
+           "DESCRIPTION_BUDGET"]
+
+#: how a request presents its schema to the model (``generate_json(schema_prompt=...)``): "auto" (the
+#: default: a compact description within a token budget), "full" (the schema's JSON text), "compact"
+#: (the description, shrunk to the budget), "none" (the request alone: the grammar carries the format)
+SCHEMA_PROMPTS = ("auto", "full", "compact", "none")
+#: tokens a schema's description may take at most: more does not help a small model, and what is left
+#: of the context goes to the request and the output
+DESCRIPTION_BUDGET = 1500
 
 
 def render_chat(hf_tokenizer: Any, messages: Sequence[dict[str, str]]) -> str:
@@ -52,7 +61,32 @@ def user_prompt(hf_tokenizer: Any, user: str, system: str | None = None) -> str:
 def schema_prompt(schema: dict, user: str | None = None) -> str:
     """The user turn: the request (or one built from the schema's title and
     description when there is none), then the schema the answer must follow."""
-    return f"{task_prompt(schema, user)}\n\nReply with JSON only, following this JSON Schema:\n{json.dumps(schema)}"
+    return request_prompt(schema, user, "full", len)
+
+
+def schema_instruction(schema: Any, mode: str, count_tokens: Callable[[str], int], room: int | None = None) -> str | None:
+    """What the prompt says of ``schema`` under a ``schema_prompt`` policy (``SCHEMA_PROMPTS``), or
+    None for nothing.  ``count_tokens``: the model's tokenizer; ``room``: the tokens of context left
+    beside the rest of the prompt and the output budget (None: unknown).  "auto" and "compact" never
+    take more than ``room`` (nor ``DESCRIPTION_BUDGET``): the description shrinks, and is left out
+    when not even the field names fit, so a schema never makes a request too long by itself."""
+    from .schema_text import fit_description
+
+    if mode == "full":
+        return f"Reply with JSON only, following this JSON Schema:\n{json.dumps(schema)}"
+    if mode == "none":
+        return None
+    budget = DESCRIPTION_BUDGET if room is None else min(DESCRIPTION_BUDGET, room)
+    return fit_description(schema, count_tokens, budget) if budget > 0 else None
+
+
+def request_prompt(schema: Any, user: str | None, mode: str, count_tokens: Callable[[str], int],
+                   room: int | None = None) -> str:
+    """The user turn under a ``schema_prompt`` policy: the request (:func:`task_prompt`), then
+    :func:`schema_instruction` (``room``: the context left beside the output budget)."""
+    task = task_prompt(schema, user)
+    text = schema_instruction(schema, mode, count_tokens, None if room is None else room - count_tokens(task) - 8)
+    return f"{task}\n\n{text}" if text else task
 
 
 def task_prompt(schema: dict, user: str | None = None) -> str:

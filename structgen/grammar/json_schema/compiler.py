@@ -28,6 +28,11 @@ from .refs import DEFAULT_BASE, Resolver, SchemaNode, own_base, ref_overrides, s
 from .strings import StringsMixin
 
 
+#: SchemaOptions.whitespace: "compact" (no blanks), "spaced" (one blank after each , and : -- the way
+#: json.dumps writes and most JSON a model has read), "flexible" (up to max_whitespace blanks anywhere)
+WHITESPACE_MODES = ("compact", "spaced", "flexible")
+
+
 class SchemaCompiler(LogicMixin, FiniteValuesMixin, StringsMixin, NumbersMixin, ArraysMixin, ObjectsMixin):
     """Compiles one schema to grammar IR (state of one compile; per-concern methods in the mixins)."""
 
@@ -37,7 +42,7 @@ class SchemaCompiler(LogicMixin, FiniteValuesMixin, StringsMixin, NumbersMixin, 
         self.opts = opts
         self.loose_branches = loose_branches  # the last compile of schema_to_ir: no branch distributed
         self.loose_joins = loose_joins  # pointers of oneOfs whose joined branches failed: checked instead
-        self.resolver = Resolver(root, Documents(opts.registry))
+        self.resolver = Resolver(root, Documents(opts.registry), declared_draft(root))
         self.ir = GrammarIR(rules={}, terminals={}, start="start", source="json-schema")
         self._derived: dict[tuple, tuple] = {}  # (id(source), tag) -> (source, derived dict)
         self._scoped_resolvers: dict[tuple, object] = {}  # dynamic scope -> jsonschema resolver (False: none)
@@ -50,15 +55,18 @@ class SchemaCompiler(LogicMixin, FiniteValuesMixin, StringsMixin, NumbersMixin, 
         self._branch_work = 0  # anyOf/oneOf branches compiled so far (bounded: MAX_BRANCH_CONJUNCTIONS)
         self._join: tuple[str, int] | None = None  # the outermost oneOf being joined, its branch-work bound
         self._rules: dict[tuple, str] = {}
+        self._closers: dict[tuple, dict] = {}  # (names, patterns) -> the schema closing an object to them
+        self.emptied_by_policy: list[str] = []  # pointers of objects strict=True left without a value
         self._terms: dict[tuple, Sym] = {}
         self._validator = None
         # the root's draft; a "$schema" inside switches it for what that subschema reaches (refs.SchemaNode)
         self.root_draft = declared_draft(root)
         self.left_out = keywords_left_out(root, self.resolver.documents)  # by the meta-schema's $vocabulary
         ws = self.opts.max_whitespace if self.opts.max_whitespace is not None else DEFAULT_MAX_WHITESPACE
-        if opts.whitespace not in ("flexible", "compact"):
-            raise SchemaError(f"whitespace must be 'flexible' or 'compact', not {opts.whitespace!r}")
-        w = "" if opts.whitespace == "compact" or ws == 0 else r"[ \t\n\r]{0,%d}" % ws
+        if opts.whitespace not in WHITESPACE_MODES:
+            raise SchemaError(f"whitespace must be one of {', '.join(map(repr, WHITESPACE_MODES))}, not {opts.whitespace!r}")
+        w = "" if opts.whitespace in ("compact", "spaced") or ws == 0 else r"[ \t\n\r]{0,%d}" % ws
+        after = " " if opts.whitespace == "spaced" else ""  # json.dumps' separators: ", " and ": "
         from ..regex import compile_regex
 
         def punct(name, rx, follow=None):
@@ -72,8 +80,8 @@ class SchemaCompiler(LogicMixin, FiniteValuesMixin, StringsMixin, NumbersMixin, 
         self.RBRACE = punct("RBRACE", w + r"\}")
         self.LBRACK = punct("LBRACK", r"\[" + w, opened)
         self.RBRACK = punct("RBRACK", w + r"\]")
-        self.COMMA = punct("COMMA", w + "," + w)
-        self.COLON = punct("COLON", w + ":" + w)
+        self.COMMA = punct("COMMA", w + "," + (w or after))
+        self.COLON = punct("COLON", w + ":" + (w or after))
 
     # -- helpers ----------------------------------------------------------------------
     def term(self, key, dfa: DFA, hint: str = "T", follow: FollowCondition | None = None) -> Sym:
@@ -199,6 +207,11 @@ class SchemaCompiler(LogicMixin, FiniteValuesMixin, StringsMixin, NumbersMixin, 
     def compile(self) -> GrammarIR:
         root = SchemaNode(self.root, DEFAULT_BASE, "#", (), self.root_draft)
         body = self.value([root])
+        if body is None and self.emptied_by_policy:
+            ptr = self.emptied_by_policy[0]
+            raise UnsatisfiableSchema(f"strict=True closes the object at {ptr} to the members its schema names, "
+                                      "and no value satisfies it closed (the schema itself is satisfiable "
+                                      "without strict)", pointer=ptr)
         if body is None:
             raise UnsatisfiableSchema("no JSON value satisfies this schema", pointer="#")
         self.ir.rules["start"] = body
@@ -271,7 +284,7 @@ class SchemaCompiler(LogicMixin, FiniteValuesMixin, StringsMixin, NumbersMixin, 
         return sym
 
     def base_of(self, n: SchemaNode) -> str:
-        return own_base(n.schema, n.base)
+        return own_base(n.schema, n.base, n.own_draft)
 
     def unknown_keywords(self, n: SchemaNode) -> frozenset:
         """Keywords that mean nothing in ``n``: those of drafts later than its own, and those of

@@ -25,15 +25,37 @@ class SchemaOptions:
     #: "assert": a known format constrains strings (the default for generation); "annotate": the
     #: spec's default reading, where ``format`` is an annotation and any string passes
     format: str = "assert"
+    #: which members an object may hold beyond those its schema requires: "any" (the spec: what the
+    #: schema allows), "named" (generation's default: only members the schema names -- properties,
+    #: patternProperties, required keys -- in objects that name some; free-form and map-like objects
+    #: stay open, and an object the policy would empty stays open too).  ``strict`` closes every
+    #: object, free-form ones too, and refuses the schema where that empties it.
+    members: str = "any"
+    #: "type": "integer" written as integer literals only (no ``5.0``): values come back as ints
+    plain_integers: bool = False
     #: other documents ``$ref`` may name (see ``documents``); part of the compile cache key through
     #: ``registry_key``, not through equality
     registry: Any = field(default=None, compare=False, hash=False)
+    #: grounded extraction: string values must be spans of this text (``structgen.grammar.grounding``;
+    #: not ``enum``/``const`` literals, object keys, or fields with ``"x-grounded": false``).  Compared
+    #: by value, so it is part of the compile cache key; left out of the repr (it may be long)
+    source: str | None = field(default=None, repr=False)
+    #: with ``source``: numbers too are ones the source writes (those that meet the number's keywords;
+    #: the number is left free where none does)
+    ground_numbers: bool = False
 
     def __post_init__(self) -> None:
         if self.format not in FORMAT_MODES:
             raise SchemaError(f"format must be 'assert' or 'annotate', not {self.format!r}")
+        if self.members not in MEMBER_POLICIES:
+            raise SchemaError(f"members must be one of {', '.join(map(repr, MEMBER_POLICIES))}, not {self.members!r}")
+        if self.source is not None and not isinstance(self.source, str):
+            raise SchemaError(f"source must be the text (a str) string values are grounded in, "
+                              f"not {type(self.source).__name__}")
 
 
+#: SchemaOptions.members
+MEMBER_POLICIES = ("any", "named")
 #: how ``format`` is read (SchemaOptions.format)
 FORMAT_MODES = ("assert", "annotate")
 

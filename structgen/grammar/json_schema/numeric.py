@@ -4,8 +4,9 @@
 from __future__ import annotations
 
 from ...errors import SchemaError, UnsupportedFeature
-from ...automata.fsa import difference, intersect
+from ...automata.fsa import difference, intersect, literal_set_dfa
 from ..ir import Expr
+from ..grounding import source_numbers
 from ..numbers import number_dfa
 from ..regex import compile_regex
 from .json_values import number_spellings, tighten
@@ -48,6 +49,7 @@ class NumbersMixin:
                 mult_nodes.append((m, n))
         # 5.0 is an integer unless a schema that asks for integers is read as draft-04
         frac = all(integer_fraction(n) for n in nodes if isinstance(n.schema, dict) and _says_integer(n.schema))
+        frac = frac and not self.opts.plain_integers  # generation writes 5, never 5.0
         try:
             d = number_dfa(integer=integer, multiple_of=mults[0] if mults else None, allow_integer_fraction=frac, **kw)
             for m in mults[1:]:
@@ -82,8 +84,16 @@ class NumbersMixin:
             d = difference(d, compile_regex("|".join(number_spellings(v) for v in ex)))
         if d.is_empty():
             return None
+        grounded = False
+        if self.opts.ground_numbers and self.grounds(nodes):
+            spans = intersect(d, literal_set_dfa([x.encode() for x in source_numbers(self.opts.source, integer)]))
+            if spans.is_empty():
+                self.not_grounded(nodes, "no number of the source meets the number's keywords")
+            else:
+                d, grounded = spans, True
+                self.grounding_log()["grounded"].append(nodes[0].ptr if nodes else "(any JSON value)")
         return self.term(("num", integer, integer and frac, non_integer, tuple(sorted(kw.items())), tuple(mults), ex,
-                          tuple(m for m, _ in not_mults)), d,
+                          tuple(m for m, _ in not_mults), grounded), d,
                          "INT" if integer else "NUM")
 
 

@@ -9,7 +9,7 @@ from typing import Any
 
 from ...errors import GrammarError, SchemaError, UnsupportedFeature
 from ...automata.fsa import DFA, difference, difference_literals, intersect, union
-from ..ir import Expr, Graph, alt, seq
+from ..ir import Expr, Graph, alt, derives_something, seq
 from ..negation import is_some_key_not, member_form, negate
 from ..json_strings import literal_strings, string_dfa, string_forms
 from ..presence import eval_presence, presence_keys
@@ -53,9 +53,57 @@ class ObjectsMixin:
     def object(self, nodes: list[SchemaNode]) -> Expr | None:
         saved, self._combinator_depth = self._combinator_depth, 0
         try:
-            return self.object_body(nodes)
+            closer = self.closing_node(nodes)
+            if closer is None:
+                return self.object_body(nodes)
+            closed = self.object_body(nodes + [closer])
+            if closed is not None and derives_something(closed, self.ir.rules):
+                return closed
+            opened = self.object_body(nodes)
+            if opened is not None and not self.opts.strict:
+                return opened  # members="named" never empties an object: its open form instead
+            if opened is not None:
+                self.emptied_by_policy.append(nodes[0].ptr)
+            return None
         finally:
             self._combinator_depth = saved
+
+    def closing_node(self, nodes: list[SchemaNode]) -> SchemaNode | None:
+        """A node that closes the conjunction ``nodes`` to the members it names (SchemaOptions.members,
+        ``strict``), or None where the object stays open.  Closing the conjunction as a whole, not
+        each schema in it, keeps ``allOf`` parts, ``if``/``then``/``else`` and ``dependentSchemas``
+        meaning what they mean: a key named by any of them is allowed.  Map-like objects (an
+        ``additionalProperties``, ``unevaluatedProperties`` or ``propertyNames`` schema) are left as
+        they are; under "named", so are objects that name nothing (any member is what they ask for)."""
+        if not nodes or self.opts.members == "any" and not self.opts.strict:
+            return None  # (no node: "any value", whose objects stay open)
+        names: dict[str, bool] = {}
+        patterns: dict[str, bool] = {}
+        for n in nodes:
+            s = n.schema
+            if not isinstance(s, dict):
+                continue
+            for kw in ("additionalProperties", "unevaluatedProperties"):
+                if kw in s and s[kw] is not True and s[kw] != {}:
+                    if s[kw] is not False:
+                        return None  # a map: its keys are the user's to choose
+            if "propertyNames" in s and s["propertyNames"] is not True and s["propertyNames"] != {}:
+                return None
+            props = s.get("properties")
+            names.update(dict.fromkeys(props if isinstance(props, dict) else (), True))
+            req = s.get("required")
+            names.update(dict.fromkeys((k for k in req if isinstance(k, str)) if isinstance(req, list) else (), True))
+            names.update(dict.fromkeys((k for p in s.get("__presence__", []) for k in presence_keys(p)), True))
+            pats = s.get("patternProperties")
+            patterns.update(dict.fromkeys(pats if isinstance(pats, dict) else (), True))
+        if not names and not patterns and not self.opts.strict:
+            return None
+        key = (tuple(names), tuple(patterns))
+        schema = self._closers.get(key)
+        if schema is None:
+            schema = self._closers[key] = {"properties": names, "patternProperties": patterns,
+                                           "additionalProperties": False}
+        return nodes[0].replaced(schema)
 
     def object_body(self, nodes: list[SchemaNode]) -> Expr | None:
         minp, maxp = 0, None
@@ -349,7 +397,7 @@ class ObjectsMixin:
         s = n.schema
         if "additionalProperties" in s:
             return n.child(s["additionalProperties"], f"{n.ptr}/additionalProperties")
-        return n.child(False if self.opts.strict else True, f"{n.ptr}/additionalProperties")
+        return n.child(True, f"{n.ptr}/additionalProperties")  # (strict closes the conjunction: closing_node)
 
     def additional_members(self, nodes: list[SchemaNode], defined: list[str], names_nodes: list[SchemaNode],
                            extra_values: list[SchemaNode] = ()) -> Expr | None:

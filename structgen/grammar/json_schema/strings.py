@@ -1,11 +1,13 @@
 """Strings: length bounds (counted chunks past 4,096 characters), ``pattern``, ``format``, the
-exclusions a ``not`` asks for, and the key automata objects use.
+exclusions a ``not`` asks for, the key automata objects use, and grounding (``SchemaOptions.source``:
+string values are spans of a source text, see ``structgen.grammar.grounding``).
 """
 from __future__ import annotations
 
 from ...errors import GrammarError, SchemaError, UnsupportedFeature
 from ..formats import FORMAT_REGEXES, UNSUPPORTED_FORMATS
 from ...automata.fsa import DFA, difference, difference_literals
+from ..grounding import longest_span, product_within, span_string_dfa
 from ...automata.lazy_dfa import LazyDFA
 from ..ir import Expr, Graph, alt, seq
 from ..regex_syntax import relaxed_pattern
@@ -16,8 +18,15 @@ from .limits import ANNOTATIONS, MAX_GRAPH_STATES
 from .refs import SchemaNode
 
 
+#: The per-field opt-out of grounding: ``{"type": "string", "x-grounded": false}`` may say anything.
+GROUNDED_KEYWORD = "x-grounded"
+
+
 class StringsMixin:
     """The strings part of :class:`~structgen.grammar.json_schema.compiler.SchemaCompiler`."""
+
+    #: > 0 while propertyNames compile to a key automaton (keys are never grounded)
+    _key_depth = 0
 
     def string(self, nodes: list[SchemaNode], excluded: list) -> Expr | None:
         patterns: list[str] = []
@@ -48,6 +57,11 @@ class StringsMixin:
                        and self.opts.format == "assert"]
         if hi is not None and lo > hi:
             return None
+        if self.grounds(nodes):
+            ex = [v for v in excluded if isinstance(v, str)]
+            g = self.grounded_string(nodes, patterns, formats, lo, hi, not_patterns, not_formats, ex)
+            if g is not None:
+                return g
         if not patterns and not formats and not not_patterns and not not_formats and not [v for v in excluded if isinstance(v, str)] and (
                 lo > MAX_DIRECT_LENGTH or (hi is not None and hi > MAX_DIRECT_LENGTH)):
             return self.chunked_string(lo, hi)
@@ -107,6 +121,79 @@ class StringsMixin:
             self.ir.terminals[sym.name].lazy_patterns = lazy_patterns
         return sym
 
+    # -- grounding ----------------------------------------------------------------------------
+    def grounds(self, nodes: list[SchemaNode]) -> bool:
+        """Whether this string value is grounded: a source was given, the string is a value (not a
+        key: propertyNames compile here too), and no node opts out with ``"x-grounded": false``.
+        (``enum``/``const`` never reach :meth:`string`: their literals are written as given.)"""
+        if self.opts.source is None or self._key_depth:
+            return False
+        for n in nodes:
+            flag = n.schema.get(GROUNDED_KEYWORD, True)
+            if not isinstance(flag, bool):
+                raise SchemaError(f"{GROUNDED_KEYWORD} must be true or false, not {flag!r}",
+                                  pointer=f"{n.ptr}/{GROUNDED_KEYWORD}")
+            if not flag:
+                return False
+        return True
+
+    def grounded_string(self, nodes: list[SchemaNode], patterns: list[str], formats: list[str], lo: int,
+                        hi: int | None, not_patterns: list[str], not_formats: list[str], ex: list[str]) -> Expr | None:
+        """The spans of the source that meet the string's keywords; None (recorded, with the
+        reason) when grounding must give way to the ungrounded string: no span meets them, or a
+        keyword has no automaton (the ungrounded path then approximates it), or the product with
+        the spans is too large.  A length bound whose product is too large is counted by the masks
+        instead (``char_bounds``, like an ungrounded pattern's), the value checked as it closes."""
+        source = self.opts.source
+        longest = longest_span(source)
+        if longest == 0:
+            return self.not_grounded(nodes, "the source has no span (it is empty or all whitespace)")
+        if lo > longest:
+            return self.not_grounded(nodes, f"minLength {lo} is longer than the source's longest span ({longest})")
+        d = span_string_dfa(source)
+        char_bounds = None
+        try:
+            if patterns or formats:
+                d = product_within(d, string_dfa(tuple(patterns), 0, None, tuple(formats)))
+            for f in not_formats:
+                d = product_within(d, string_dfa(formats=(f,)), "diff")
+            for p in not_patterns:
+                d = product_within(d, string_dfa((p,)), "diff")
+        except (UnsupportedFeature, GrammarError) as e:
+            return self.not_grounded(nodes, f"no automaton for the spans that meet its pattern or format ({e})")
+        if ex:
+            d = difference_literals(d, string_forms(ex))
+        if lo > 1 or (hi is not None and hi < longest):  # spans hold 1..longest characters already
+            try:
+                d = product_within(d, string_dfa((), lo, hi))
+            except (UnsupportedFeature, GrammarError):
+                char_bounds = (lo, hi)
+        if d.is_empty():
+            return self.not_grounded(nodes, "no span of the source meets the string's keywords")
+        if char_bounds is not None:
+            self.unsupported(nodes[0], "maxLength" if hi is not None else "minLength",
+                             "a grounded string's length is counted by the masks")
+        sym = self.term(("grounded-string", tuple(patterns), lo, hi, tuple(formats), tuple(ex), tuple(not_patterns),
+                         tuple(not_formats)), d, "GSTR")
+        if char_bounds is not None:
+            self.ir.terminals[sym.name].char_bounds = char_bounds
+        self.grounding_log()["grounded"].append(_where(nodes))
+        return sym
+
+    def not_grounded(self, nodes: list[SchemaNode], reason: str) -> None:
+        """Record that this string falls back to its ungrounded form (a request never fails
+        because of grounding) and why."""
+        self.grounding_log()["fell_back"].append((_where(nodes), reason))
+        return None
+
+    def grounding_log(self) -> dict:
+        """What grounding did in this compile, on the IR (``ir.grounding``): the pointers of the
+        grounded strings, and (pointer, reason) of those that fell back."""
+        log = getattr(self.ir, "grounding", None)
+        if log is None:
+            log = self.ir.grounding = {"grounded": [], "fell_back": []}
+        return log
+
     def chunked_string(self, lo: int, hi: int | None) -> Expr | None:
         """A long length-bounded string: the lexer counts chunks of CHUNK_CHARS
         characters, the parser counts chunks (exact, without a huge DFA)."""
@@ -153,7 +240,11 @@ class StringsMixin:
 
     def key_dfa(self, names_nodes: list[SchemaNode]) -> DFA | None:
         """propertyNames as a string DFA (string keywords only)."""
-        e = self.value(names_nodes + [names_nodes[0].replaced({"type": "string"})])
+        self._key_depth += 1  # keys are never grounded
+        try:
+            e = self.value(names_nodes + [names_nodes[0].replaced({"type": "string"})])
+        finally:
+            self._key_depth -= 1
         if e is None:
             return None
         d = self.terminal_union(e)
@@ -161,6 +252,11 @@ class StringsMixin:
             raise UnsupportedFeature("propertyNames must be a string schema", pointer=names_nodes[0].ptr,
                                      keyword="propertyNames")
         return d
+
+
+def _where(nodes: list[SchemaNode]) -> str:
+    """The pointer a grounding record names (a string of "any JSON value" has no schema of its own)."""
+    return nodes[0].ptr if nodes else "(any JSON value)"
 
 
 def _lazy_only(pattern: str) -> LazyDFA | None:

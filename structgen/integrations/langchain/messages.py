@@ -114,6 +114,13 @@ def _with_instruction(chat: list[dict[str, str]], instruction: str) -> list[dict
     return chat
 
 
+def _with_source(chat: list[dict[str, str]], source: str) -> list[dict[str, str]]:
+    """The source text added to the last user message, unless some message already holds it."""
+    if any(source in m["content"] for m in chat):
+        return chat
+    return _with_instruction(chat, f"\nText:\n{source}")
+
+
 def _longest_partial_stop(text: str, stops: Sequence[str]) -> int:
     """Length of the longest suffix of ``text`` that is a proper prefix of a stop sequence."""
     best = 0

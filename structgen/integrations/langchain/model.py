@@ -25,13 +25,14 @@ from ...deadlines import DEFAULT_TIMEOUT
 from ...decoding_options import DEFAULT_MAX_TOKENS, OPTION_NAMES, DecodingOptions
 from ...sampler_methods import METHODS
 from ..tools import normalize_tool, parse_tool_call, tool_call_schema, tools_instruction
-from .messages import _is_pydantic_class, _schema_dict, _schema_name, _to_chat, _with_instruction, _longest_partial_stop
+from .messages import (_is_pydantic_class, _schema_dict, _schema_name, _to_chat, _with_instruction, _with_source,
+                       _longest_partial_stop)
 from .parser import StructgenOutputParser
 
 _CALL_KWARGS = frozenset(OPTION_NAMES)
 # kwargs that LangChain itself may route to _generate/_stream, and that we set through bind()
 _INTERNAL_KWARGS = frozenset({"response_format", "tools", "tool_choice", "model", "stream",
-                              "ls_structured_output_format"})
+                              "ls_structured_output_format", "source"})
 _STRUCTURED_METHODS = ("json_schema", "function_calling", "json_mode")
 _TOOL_CALL_PREFIX = re.compile(r'\s*\{\s*"name"\s*:\s*("(?:[^"\\]|\\.)*")\s*,\s*"arguments"\s*:\s*')
 
@@ -86,6 +87,15 @@ class ChatStructgen(BaseChatModel):
     """Whether invoke() streams internally (callbacks see every token)."""
     schema_in_prompt: bool = True
     """Describe the schema / tools in the prompt (appended to the last user message)."""
+    schema_prompt: Literal["auto", "full", "compact", "none"] = "auto"
+    """How a ``json_schema`` response format is described (as ``generate_json``'s ``schema_prompt``):
+    "auto"/"compact" a short field list that fits the context, "full" the schema's JSON, "none" nothing."""
+    source: Optional[str] = None
+    """Grounded extraction (as ``generate_json``'s ``source``): the text structured answers come from,
+    added to the last user message unless it holds it; their string values are spans of it (set per
+    call with ``.bind(source=text)`` or ``invoke(..., source=text)``)."""
+    grounded: bool = True
+    """Whether ``source`` constrains string values (False: it is only added to the prompt)."""
     sampler: Optional[Literal[METHODS]] = None
     """Structured answers drawn by a distribution-correcting sampler (``structgen.sample``) at
     ``temperature`` (1.0 when 0) instead of the decoding loop; free text is unaffected."""
@@ -94,6 +104,9 @@ class ChatStructgen(BaseChatModel):
     hmm: Optional[Any] = None
     """The HMM for ``sampler="decog"`` (an ``HMM`` or the path of one from ``structgen hmm distill``);
     with it, set ``schema_in_prompt=False``: the HMM carries the format, the prompt the task."""
+    no_repeat_ngram: Optional[int] = Field(default=None, ge=0)
+    """A token that would repeat an n-gram of the answer only where the grammar allows nothing else
+    (as ``generate_json``'s; None: 8 for structured answers, off for free text)."""
     speculative: bool = True
     """Draft grammar-forced and prompt-lookup tokens and verify them in one forward pass (the same
     tokens as without, in fewer forward passes); False decodes one token per forward pass."""
@@ -190,13 +203,17 @@ class ChatStructgen(BaseChatModel):
             schema, strict = self._response_format_schema(response_format)
             if schema is not None:
                 from ...compiler import compiler_for
-                from ...runtime.prompts import schema_prompt
 
                 p.mode = "json"
-                p.grammar = compiler_for(model).compile_json_schema(schema, whitespace="compact", strict=strict)
+                source = kwargs.get("source", self.source)
+                if source is not None:
+                    chat = _with_source(chat, source)
+                p.grammar = compiler_for(model).compile_json_schema(
+                    schema, whitespace="spaced", strict=strict, members="named", plain_integers=True,
+                    source=source if self.grounded else None)
                 # JSON mode: the caller's prompt describes the fields (LangChain's convention)
-                instruction = (schema_prompt(schema) if response_format.get("type") == "json_schema"
-                               else "Answer with a single JSON object.")
+                instruction = (self._schema_instruction(model, chat, schema, p.opts.max_tokens)
+                               if response_format.get("type") == "json_schema" else "Answer with a single JSON object.")
         elif tools:
             from ...compiler import compiler_for
 
@@ -215,6 +232,15 @@ class ChatStructgen(BaseChatModel):
         if not p.prompt_ids:
             raise ValueError("the prompt is empty")
         return p
+
+    def _schema_instruction(self, model: Any, chat: list[dict[str, str]], schema: Any, max_tokens: int) -> str | None:
+        """What the prompt says of a ``json_schema`` response format under ``schema_prompt``."""
+        from ...runtime.prompts import schema_instruction
+
+        room = model.context_length
+        if room is not None:
+            room -= max_tokens + len(model.encode(self._render(model, chat))) + 32
+        return schema_instruction(schema, self.schema_prompt, lambda t: len(model.encode(t)), room)
 
     @staticmethod
     def _response_format_schema(rf: Any) -> tuple[Optional[dict], bool]:
@@ -259,7 +285,7 @@ class ChatStructgen(BaseChatModel):
         decoding = Decoding(model, p.prompt_ids, matcher, max_tokens=p.opts.max_tokens, sampler=sampler,
                             budget_guard=BudgetGuard(matcher) if matcher is not None else None,
                             optional=p.mode == "auto", deadline=deadline,
-                            drafter=make_drafter(model, p.opts.speculative))
+                            drafter=make_drafter(model, p.opts.speculative), no_repeat_ngram=self._no_repeat_ngram(p))
         p.is_tool_call = p.mode == "tools"
         for t in decoding:
             if not p.token_ids and p.mode == "auto":
@@ -267,6 +293,16 @@ class ChatStructgen(BaseChatModel):
             p.token_ids.append(t)
             yield t
         p.finish_reason = "length" if decoding.finish_reason == "length" else "stop"
+
+    @staticmethod
+    def _no_repeat_ngram(p: _Plan) -> int:
+        """The plan's setting, or the entry points' default: generate_json's for structured answers
+        (``structgen.api.JSON_NO_REPEAT_NGRAM``), off for free text."""
+        from ...api import JSON_NO_REPEAT_NGRAM
+
+        if p.opts.no_repeat_ngram is not None:
+            return p.opts.no_repeat_ngram
+        return JSON_NO_REPEAT_NGRAM if p.mode in ("json", "tools") else 0
 
     def _sampled_tokens(self, model: Any, p: _Plan) -> Iterator[int]:
         """A structured answer drawn by ``p.opts.sampler`` (``structgen.runtime.sampling``)."""

@@ -936,3 +936,64 @@ def test_one_of_branches_told_apart_by_a_property_still_overlap_on_non_objects(c
     schema = {"oneOf": [{"required": ["op", "path"], "properties": {"op": {"enum": ["remove"]}}},
                         {"required": ["op", "path", "from"], "properties": {"op": {"enum": ["move", "copy"]}}}]}
     assert accepts(comp, schema, value, property_order="any") == jsonschema.Draft202012Validator(schema).is_valid(value)
+
+
+# -- generation policies: members="named", strict=True, plain_integers --------------------------------
+
+def test_named_members_close_objects_that_name_members_and_leave_maps_and_free_objects_open(comp):
+    named = {"members": "named"}
+    person = {"type": "object", "properties": {"name": {"type": "string"}, "age": {"type": "integer"}}}
+    assert accepts(comp, person, {"name": "Ada"}, **named)
+    assert not accepts(comp, person, {"name": "Ada", "type": "object"}, **named)
+    assert accepts(comp, person, {"name": "Ada", "type": "object"})  # the spec's language is unchanged
+    assert accepts(comp, {"type": "object"}, {"x": 1}, **named)  # names nothing: any member is the point
+    tags = {"type": "object", "additionalProperties": {"type": "string"}}
+    assert accepts(comp, tags, {"x": "y"}, **named)  # a map
+    pats = {"type": "object", "properties": {"a": {}}, "patternProperties": {"^x-": {"type": "integer"}}}
+    assert accepts(comp, pats, {"a": 1, "x-b": 2}, **named) and not accepts(comp, pats, {"a": 1, "b": 2}, **named)
+
+
+def test_named_members_close_the_conjunction_not_each_part(comp):
+    """A key named by any allOf part, by if/then/else or by dependentSchemas is allowed."""
+    named = {"members": "named"}
+    parts = {"allOf": [{"properties": {"a": {"type": "integer"}}}, {"properties": {"b": {"type": "integer"}}}],
+             "required": ["a", "b"]}
+    assert accepts(comp, parts, {"a": 1, "b": 2}, **named) and not accepts(comp, parts, {"a": 1, "b": 2, "c": 3}, **named)
+    cond = {"type": "object", "properties": {"kind": {"enum": ["car", "bike"]}}, "required": ["kind"],
+            "if": {"properties": {"kind": {"const": "car"}}}, "then": {"properties": {"doors": {"type": "integer"}},
+                                                                       "required": ["doors"]}}
+    assert accepts(comp, cond, {"kind": "car", "doors": 4}, **named)
+    assert accepts(comp, cond, {"kind": "bike"}, **named)
+
+
+def test_a_policy_never_empties_a_satisfiable_object_and_strict_says_where_it_does(comp):
+    from structgen.errors import UnsatisfiableSchema
+
+    few = {"type": "object", "properties": {"a": {"type": "integer"}}, "minProperties": 2}
+    assert accepts(comp, few, {"a": 1, "b": 2}, members="named")  # closed it would have no value: left open
+    with pytest.raises(UnsatisfiableSchema, match="strict=True") as e:
+        comp.compile_json_schema({"type": "object", "properties": {"inner": few}, "required": ["inner"]}, strict=True)
+    assert e.value.pointer == "#/properties/inner"
+
+
+def test_strict_keeps_if_then_else_satisfiable(comp):
+    """strict=True closed the objects inside if/then/else one by one, so no object met both the if and the
+    properties beside it; it closes the conjunction now."""
+    schema = {"type": "object", "properties": {"country": {"enum": ["US", "CA"]}, "zip": {"type": "string"}},
+              "required": ["country", "zip"],
+              "if": {"properties": {"country": {"const": "US"}}},
+              "then": {"properties": {"zip": {"pattern": "^[0-9]{5}$"}}},
+              "else": {"properties": {"zip": {"pattern": "^[A-Z][0-9][A-Z] [0-9][A-Z][0-9]$"}}}}
+    assert accepts(comp, schema, {"country": "US", "zip": "12345"}, strict=True)
+    assert accepts(comp, schema, {"country": "CA", "zip": "K1A 0B1"}, strict=True)
+    assert not accepts(comp, schema, {"country": "US", "zip": "K1A 0B1"}, strict=True)
+    assert not accepts(comp, schema, {"country": "US", "zip": "12345", "state": "NY"}, strict=True)
+    assert not accepts(comp, {"type": "object"}, {"x": 1}, strict=True)  # strict closes free-form objects too
+
+
+def test_plain_integers_are_written_without_a_fraction(comp):
+    schema = {"type": "object", "properties": {"n": {"type": "integer", "minimum": 0}}}
+    assert accepts_text(comp, schema, '{"n":5.0}')  # the spec: 5.0 is an integer
+    assert not accepts_text(comp, schema, '{"n":5.0}', plain_integers=True)
+    assert not accepts_text(comp, schema, '{"n":5e0}', plain_integers=True)
+    assert accepts_text(comp, schema, '{"n":5}', plain_integers=True)
