@@ -20,7 +20,8 @@ __all__ = ["ecma_patterns"]
 
 
 def _has_property(pattern) -> bool:
-    return isinstance(pattern, str) and ("\\p" in pattern or "\\P" in pattern) \
+    """Whether Python's ``re`` needs ``pattern`` rewritten (a property escape, a named group)."""
+    return isinstance(pattern, str) and ("\\p" in pattern or "\\P" in pattern or "(?<" in pattern) \
         and python_regex(pattern) is not pattern
 
 

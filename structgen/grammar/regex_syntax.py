@@ -41,7 +41,7 @@ def parse(pattern: str, flags: int = 0):
     the NFA builder both look at it, one right after the other; a longer memory would only keep
     thousands of parse nodes for the garbage collector to rescan, since compiled patterns are
     cached as automata)."""
-    text = expand_property_escapes(pattern)  # \p{...}: ECMA-262's Unicode properties, as classes
+    text = python_regex(pattern)  # ECMA-262's \p{...} as classes, (?<name>...) as (?P<name>...)
     try:
         return sre_parse.parse(text, flags)
     except re.error as e:
@@ -59,9 +59,46 @@ def _first_property(pattern: str) -> int:
 def python_regex(pattern: str) -> str:
     r"""``pattern`` in the syntax of Python's ``re``: ECMA-262's ``\p{...}``/``\P{...}`` (Unicode
     properties, which JSON Schema patterns may use) written as the classes they stand for
-    (:mod:`structgen.grammar.unicode_props`); the same string when it has none.  For the code that
-    matches patterns with ``re`` (key matching, validation) beside the automata built here."""
-    return expand_property_escapes(pattern)
+    (:mod:`structgen.grammar.unicode_props`) and its named groups ``(?<name>...)`` as Python's
+    ``(?P<name>...)``; the same string when it has neither.  For the code that matches patterns
+    with ``re`` (key matching, validation) beside the automata built here."""
+    return expand_property_escapes(ecma_named_groups(pattern))
+
+
+def ecma_named_groups(pattern: str) -> str:
+    r"""ECMA-262's named groups ``(?<name>...)`` (.NET's global.json and other real schemas use
+    them) written as Python's ``(?P<name>...)``; lookbehinds ``(?<=``/``(?<!`` and character
+    classes are left alone, and a named backreference ``\k<name>`` is refused (``GrammarError``:
+    no finite automaton holds a backreference).  The same string when there is nothing to write."""
+    if "(?<" not in pattern and "\\k<" not in pattern:
+        return pattern
+    out, i, in_class, changed = [], 0, False, False
+    while i < len(pattern):
+        c = pattern[i]
+        if c == "\\":
+            if not in_class and pattern.startswith("k<", i + 1):
+                raise GrammarError(f"regular expression {pattern!r} uses a named backreference "
+                                   f"({pattern[i:pattern.find('>', i) + 1]}), which no finite automaton holds",
+                                   position=i, source=pattern)
+            out.append(pattern[i:i + 2])
+            i += 2
+            continue
+        if in_class:
+            in_class = c != "]"
+        elif c == "[":
+            in_class = True
+            if pattern.startswith("]", i + 1) or pattern.startswith("^]", i + 1):  # a literal ] first
+                out.append(pattern[i:i + (2 if pattern[i + 1] == "]" else 3)])
+                i += 2 if pattern[i + 1] == "]" else 3
+                continue
+        elif pattern.startswith("(?<", i) and i + 3 < len(pattern) and pattern[i + 3] not in "=!":
+            out.append("(?P<")
+            i += 3
+            changed = True
+            continue
+        out.append(c)
+        i += 1
+    return "".join(out) if changed else pattern
 
 
 #: the kinds of anchor edge (see :func:`resolve_anchors`)

@@ -127,3 +127,31 @@ def test_class_escapes_hold_only_what_both_dialects_match(pattern):
             assert re.fullmatch(pattern, ch), (pattern, hex(cp), "Python's re refuses it")
             assert _ecma_fullmatch(pattern, ch), (pattern, hex(cp), "ECMA-262 refuses it")
     assert any(dfa.matches(chr(cp).encode()) for cp in _DIALECT_EDGES), pattern
+
+
+def test_ecma_named_groups_are_read_and_named_backreferences_refused():
+    from structgen.errors import GrammarError
+    from structgen.grammar.regex_syntax import ecma_named_groups, python_regex
+
+    assert ecma_named_groups(r"^(?<major>\d+)\.(?<minor>\d+)$") == r"^(?P<major>\d+)\.(?P<minor>\d+)$"
+    for same in (r"(?<=a)b", r"(?<!a)b", r"[(?<x>]", r"\(?<x>", "plain"):
+        assert ecma_named_groups(same) is same
+    assert python_regex(r"(?<v>\p{Lu})") == python_regex(r"(?P<v>\p{Lu})")
+    with pytest.raises(GrammarError, match="named backreference"):
+        ecma_named_groups(r"(?<q>['\"]).*\k<q>")
+
+
+def test_a_schema_pattern_with_named_groups_compiles_and_validates(smol_info):
+    """.NET's global.json: "version": {"pattern": "^(?<major>\\d+)\\.(?<minor>\\d+)\\.(?<patch>\\d+)..."}"""
+    from structgen import GrammarCompiler, Matcher
+    from structgen.errors import SchemaError
+
+    comp = GrammarCompiler(smol_info)
+    schema = {"type": "string", "pattern": r"^(?<major>\d+)\.(?<minor>\d+)$"}
+    g = comp.compile_json_schema(schema)
+    for text, ok in (('"10.2"', True), ('"10"', False)):
+        m = Matcher(g)
+        assert (m.accept_string(text) and m.is_accepting()) == ok
+    assert not list(g.validator.iter_errors("3.4")) if g.validator else True
+    with pytest.raises(SchemaError, match="named backreference"):
+        comp.compile_json_schema({"type": "string", "pattern": r"(?<q>a)\k<q>"})
