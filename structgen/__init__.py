@@ -49,3 +49,9 @@ def __getattr__(name: str):
         globals()[name] = value
         return value
     raise AttributeError(f"module 'structgen' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    """The public API too, not only what is imported yet: ``dir(structgen)`` and tab completion show
+    ``generate_json`` before its first use."""
+    return sorted(set(globals()) | set(__all__))

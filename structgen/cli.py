@@ -622,7 +622,8 @@ def _add_generate(sub) -> None:
                        description="Generate with the embedded SmolLM2 (or --model) under a JSON Schema, "
                                    "a regular expression or a Lark grammar.")
     g = p.add_mutually_exclusive_group(required=True)
-    g.add_argument("--schema", help="JSON Schema file (or inline JSON)")
+    g.add_argument("--schema", help="JSON Schema file, inline JSON, or a shipped schema's name: person, invoice, "
+                                    "tree, function_call")
     g.add_argument("--regex", help="regular expression the whole output must match")
     g.add_argument("--grammar", help="Lark grammar file (.lark), or a shipped grammar's name: json, sql, sparql, "
                                      "arithmetic, python (lark's, with its indenter), lark")

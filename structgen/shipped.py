@@ -6,6 +6,7 @@ are the grammars lark itself ships (with the Python indenter and start rule they
 """
 from __future__ import annotations
 
+import difflib
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -13,7 +14,7 @@ from pathlib import Path
 from .errors import GrammarError, SchemaError
 
 __all__ = ["ShippedGrammar", "shipped_grammar", "shipped_grammar_names", "grammar_file", "schema_file",
-           "shipped_schema_names"]
+           "shipped_schema", "shipped_schema_names", "unknown_grammar_name", "unknown_schema_name"]
 
 
 @dataclass(frozen=True)
@@ -56,7 +57,7 @@ def shipped_grammar(name: str) -> ShippedGrammar | None:
         return ShippedGrammar("python", _lark_grammar("python.lark"), start="file_input", indenter="python")
     if name == "lark":
         return ShippedGrammar("lark", _lark_grammar("lark.lark"))
-    if not name.isidentifier():
+    if not name.isidentifier() or len(name) > 200:
         return None
     p = _package_dir("grammars") / f"{name}.lark"
     return ShippedGrammar(name, p) if p.is_file() else None
@@ -64,6 +65,40 @@ def shipped_grammar(name: str) -> ShippedGrammar | None:
 
 def shipped_schema_names() -> list[str]:
     return sorted(p.stem for p in _package_dir("schemas").glob("*.json"))
+
+
+def shipped_schema(name: str) -> Path | None:
+    """The shipped schema a bare name calls (``person`` or ``person.json``), or None when ``name`` is
+    not one: how ``--schema person`` finds it outside a checkout."""
+    stem = name[:-len(".json")] if name.endswith(".json") else name
+    if not stem.isidentifier() or len(stem) > 200:  # longer: no file name, is_file() would raise
+        return None
+    p = _package_dir("schemas") / f"{stem}.json"
+    return p if p.is_file() else None
+
+
+def _did_you_mean(name: str, names: list[str]) -> str:
+    close = difflib.get_close_matches(Path(name).stem, names, n=1)
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
+def unknown_grammar_name(name: str) -> GrammarError:
+    """The error for a grammar argument that reads as a name but names nothing (``"jsonn"``), instead
+    of lark's "missing colon" on it as grammar text."""
+    names = shipped_grammar_names()
+    what = (f"grammar file {name} not found, and no shipped grammar has that name" if name.endswith(".lark")
+            else f"no shipped grammar or file named {name!r}")
+    return GrammarError(f"{what}{_did_you_mean(name, names)}; shipped grammars: {', '.join(names)}; or give Lark "
+                        "grammar text (rules such as start: ...) or a .lark file's path")
+
+
+def unknown_schema_name(name: str) -> SchemaError:
+    """The error for a schema argument that reads as a file or schema name but names neither."""
+    names = shipped_schema_names()
+    what = (f"schema file {name} not found, and no shipped schema has that name" if name.endswith(".json")
+            else f"no shipped schema or file named {name!r}")
+    return SchemaError(f"{what}{_did_you_mean(name, names)}; shipped schemas: {', '.join(names)}; or give a "
+                       "schema file's path, JSON text or a dict")
 
 
 def schema_file(name: str) -> Path:

@@ -46,6 +46,8 @@ def test_bench_samplers_toy_part_runs(tmp_path, capsys):
     (["--schema", '{"type": "strin"}'], "#/type"),
     (["--regex", "("], "invalid regular expression"),
     (["--grammar", "start: undefined_rule"], "undefined_rule"),
+    (["--grammar", "jsonn"], "no shipped grammar or file named 'jsonn' (did you mean 'json'?)"),
+    (["--schema", "persn"], "no shipped schema or file named 'persn' (did you mean 'person'?)"),
 ])
 def test_a_bad_constraint_is_said_before_the_model_loads(argv, said, capsys, monkeypatch):
     import structgen.models
@@ -57,3 +59,12 @@ def test_a_bad_constraint_is_said_before_the_model_loads(argv, said, capsys, mon
     assert main(["generate", *argv, "a prompt"]) == 1
     err = capsys.readouterr().err
     assert said in err and "Traceback" not in err and len(err.strip().splitlines()) == 1, err
+
+
+def test_generate_finds_a_shipped_schema_by_name(tmp_path, monkeypatch):
+    from structgen.cli import _checked_constraint
+    from structgen.shipped import schema_file
+
+    monkeypatch.chdir(tmp_path)  # outside a checkout: no schemas/ folder beside
+    args = build_parser().parse_args(["generate", "--schema", "person", "Invent a person."])
+    assert _checked_constraint(args) == json.loads(schema_file("person").read_text())

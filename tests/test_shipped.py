@@ -53,3 +53,43 @@ def test_missing_benchmark_data_says_where_it_looked(tmp_path, monkeypatch):
     assert str(tmp_path) in str(e.value) and isinstance(e.value, StructgenError)
     with pytest.raises(DataNotFound, match="does not exist"):
         data_path("maskbench-dev.jsonl.gz", tmp_path / "elsewhere.gz")
+
+
+@pytest.mark.parametrize("misspelt, close", [("jsonn", "json"), ("sqll", "sql"), ("arithmetc.lark", "arithmetic")])
+def test_a_misspelt_grammar_name_is_said_with_the_shipped_names(smol_info, misspelt, close):
+    comp = GrammarCompiler(smol_info)
+    with pytest.raises(GrammarError) as e:
+        comp.compile_lark(misspelt)
+    msg = str(e.value)
+    assert "missing colon" not in msg.lower() and all(n in msg for n in shipped_grammar_names())
+    assert f"did you mean {close!r}" in msg
+    assert (f"grammar file {misspelt} not found" if misspelt.endswith(".lark")
+            else f"no shipped grammar or file named {misspelt!r}") in msg
+
+
+def test_one_line_grammar_text_and_a_file_without_the_suffix_still_load(smol_info, tmp_path):
+    comp = GrammarCompiler(smol_info)
+    assert Matcher(comp.compile_lark('start: "a" | "b"')).accept_string("b")
+    f = tmp_path / "grammar.txt"
+    f.write_text('start: "c"\n')
+    assert Matcher(comp.compile_lark(str(f))).accept_string("c")
+
+
+def test_a_shipped_schema_is_found_by_its_bare_name(tmp_path, monkeypatch):
+    from structgen.grammar.json_schema import normalize_schema_input
+
+    person = json.loads(schema_file("person").read_text())
+    for name in ("person", "person.json", " person "):
+        assert normalize_schema_input(name) == person
+    for name in ("invoice", "tree", "function_call"):
+        assert normalize_schema_input(name) == json.loads(schema_file(name).read_text())
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "person.json").write_text('{"type": "string"}')
+    assert normalize_schema_input("person.json") == {"type": "string"}  # a file of that name wins
+    with pytest.raises(SchemaError, match="did you mean 'person'") as e:
+        normalize_schema_input("persn")
+    assert all(n in str(e.value) for n in shipped_schema_names())
+    with pytest.raises(SchemaError, match="schema file invoic.json not found.*did you mean 'invoice'"):
+        normalize_schema_input("invoic.json")
+    with pytest.raises(SchemaError, match="not valid JSON"):
+        normalize_schema_input("not json at all")

@@ -60,13 +60,28 @@ def _flags_int(flags) -> int:
 
 def load_lark_text(text_or_path: str | Path) -> tuple[str, str]:
     """Return (grammar text, a label for error messages: the file's path when it came from one,
-    so relative ``%import`` statements resolve beside it)."""
-    p = Path(str(text_or_path))
-    if "\n" not in str(text_or_path) and p.suffix == ".lark":
+    so relative ``%import`` statements resolve beside it).  One line with no rule (no ``:``) is a
+    file's path or a misspelt shipped name, never grammar text: a GrammarError lists the names."""
+    text = str(text_or_path)
+    p = Path(text)
+    if "\n" not in text and p.suffix == ".lark":
         if not p.exists():
-            raise GrammarError(f"grammar file {p} not found")
+            from ..shipped import unknown_grammar_name
+
+            raise unknown_grammar_name(text.strip())
         return p.read_text(), str(p)
-    return str(text_or_path), "<grammar>"
+    if text.strip() and "\n" not in text and ":" not in text and not text.lstrip().startswith("%"):
+        # one line and no rule: a file's path, or a name that is no shipped grammar's (a misspelling),
+        # never grammar text (lark would only say "missing colon")
+        try:
+            if p.is_file():
+                return p.read_text(), str(p)
+        except (OSError, ValueError):  # no file can be named so (too long, a NUL)
+            pass
+        from ..shipped import unknown_grammar_name
+
+        raise unknown_grammar_name(text.strip())
+    return text, "<grammar>"
 
 
 def _load(text: str, start: list[str], source: str):

@@ -67,11 +67,15 @@ def apply_compiled(logits: torch.Tensor, bitmask: torch.Tensor, width: int, indi
 
 
 def triton_available() -> bool:
+    """Whether triton is installed, found without importing it: importing triton (and its CUDA
+    bindings) in a process that never runs a Triton kernel ends it with nanobind's leak report, so
+    it is imported only when :func:`apply_triton` builds the kernel."""
+    import importlib.util
+
     try:
-        import triton  # noqa: F401
-    except ImportError:
+        return importlib.util.find_spec("triton") is not None
+    except (ImportError, ValueError):
         return False
-    return True
 
 
 @functools.lru_cache(maxsize=None)

@@ -105,3 +105,23 @@ def test_bad_backend_and_triton_on_a_cpu_tensor_without_the_interpreter(monkeypa
         monkeypatch.setenv("TRITON_INTERPRET", "0")
         with pytest.raises(ValueError, match="CUDA tensors"):
             apply_token_bitmask_inplace(logits, bitmask, backend="triton")
+
+
+def test_cpu_masks_never_import_triton():
+    """Importing triton (its CUDA bindings) ends the process with nanobind's leak report: a process that
+    only masks CPU tensors must not import it, asking whether it is installed included."""
+    import subprocess
+    import sys
+
+    code = ("import sys, torch, structgen, structgen.runtime.masks as m\n"
+            "from structgen.runtime.mask_kernels import triton_available\n"
+            "triton_available()\n"
+            "logits = torch.zeros(2, 100)\n"
+            "m.apply_token_bitmask_inplace(logits, torch.zeros(2, 4, dtype=torch.int32))\n"
+            "assert bool(torch.isinf(logits).all())\n"
+            "print('triton' in sys.modules)\n")
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=env)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "False"
+    assert "leaked" not in out.stderr, out.stderr

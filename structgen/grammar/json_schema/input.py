@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -61,10 +62,20 @@ FORMAT_MODES = ("assert", "annotate")
 
 
 def normalize_schema_input(schema: Any) -> Any:
-    """Accept a dict/bool, JSON text, the path of a JSON file (``str`` or ``Path``), a Pydantic
-    model class, a dataclass or a TypedDict."""
+    """Accept a dict/bool, JSON text, the path of a JSON file (``str`` or ``Path``), a shipped
+    schema's name (``"person"``, ``"person.json"``: ``structgen.shipped``; a file of that name wins),
+    a Pydantic model class, a dataclass or a TypedDict."""
     if isinstance(schema, (dict, bool)):
         return schema
+    if isinstance(schema, str) and not _looks_like_json(schema) and not _is_file(schema.strip()):
+        from ...shipped import shipped_schema, unknown_schema_name
+
+        name = schema.strip()
+        shipped = shipped_schema(name)
+        if shipped is not None:
+            return read_schema_file(shipped)
+        if _NAME.fullmatch(name):  # a file name or a misspelt shipped name, not JSON text
+            raise unknown_schema_name(name)
     if isinstance(schema, os.PathLike) or (isinstance(schema, str) and _looks_like_a_path(schema)):
         return read_schema_file(schema)
     if isinstance(schema, (str, bytes)):
@@ -74,6 +85,9 @@ def normalize_schema_input(schema: Any) -> Any:
             raise SchemaError(f"schema is not valid JSON: {e}") from None
     if isinstance(schema, type) and hasattr(schema, "model_json_schema"):
         return schema.model_json_schema()
+    if hasattr(type(schema), "model_json_schema"):  # pydantic's own message for this is about its internals
+        cls = type(schema).__name__
+        raise SchemaError(f"got an instance of {cls}; pass the class {cls} itself (or its .model_json_schema())")
     try:
         from pydantic import TypeAdapter
 
@@ -82,12 +96,30 @@ def normalize_schema_input(schema: Any) -> Any:
         raise SchemaError(f"cannot turn {schema!r} into a JSON Schema: {e}") from None
 
 
+#: a bare file or schema name: no path separator, no blank, nothing JSON text starts with
+_NAME = re.compile(r"[A-Za-z_][\w.\-]*")
+
+
+def _looks_like_json(text: str) -> bool:
+    """Whether ``text`` starts as a JSON value does (what is not JSON text may be a path or a name)."""
+    t = text.strip()
+    return not t or t[0] in '{["-0123456789' or t in ("true", "false", "null")
+
+
 def _looks_like_a_path(text: str) -> bool:
     """Not JSON text (which starts with a JSON value) but a file name: ends in .json, or names a file."""
     t = text.strip()
-    if not t or t[0] in '{["-0123456789' or t in ("true", "false", "null") or "\n" in t:
+    if _looks_like_json(t) or "\n" in t:
         return False
-    return t.endswith(".json") or Path(t).is_file()
+    return t.endswith(".json") or _is_file(t)
+
+
+def _is_file(text: str) -> bool:
+    """``Path(text).is_file()``, False for text no file can be named (too long, a NUL)."""
+    try:
+        return Path(text).is_file()
+    except (OSError, ValueError):
+        return False
 
 
 def read_schema_file(path: str | os.PathLike) -> Any:
@@ -96,7 +128,10 @@ def read_schema_file(path: str | os.PathLike) -> Any:
     try:
         text = p.read_text(encoding="utf-8")
     except FileNotFoundError:
-        raise SchemaError(f"schema file {p} not found") from None
+        from ...shipped import shipped_schema
+
+        hint = f" (the shipped {p.stem!r} is found by its name alone: {p.stem})" if shipped_schema(p.name) else ""
+        raise SchemaError(f"schema file {p} not found{hint}") from None
     except OSError as e:
         raise SchemaError(f"cannot read schema file {p}: {e.strerror or e}") from None
     try:

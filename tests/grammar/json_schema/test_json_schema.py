@@ -180,6 +180,17 @@ def test_pydantic_models_are_schemas(comp):
     assert not accepts_text(comp, Person, '{"name": "Ann"}')
 
 
+def test_a_pydantic_instance_is_refused_naming_its_class(comp):
+    pydantic = pytest.importorskip("pydantic")
+
+    class Person(pydantic.BaseModel):
+        name: str
+
+    with pytest.raises(SchemaError, match=r"got an instance of Person; pass the class Person itself "
+                                          r"\(or its \.model_json_schema\(\)\)"):
+        comp.compile_json_schema(Person(name="Ann"))
+
+
 @pytest.mark.parametrize("schema,pointer", [
     ({"type": "integer", "minimum": 5, "maximum": 1}, "#"),
     ({"type": "object", "properties": {"a": False}, "required": ["a"]}, "#"),
