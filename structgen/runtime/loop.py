@@ -51,6 +51,10 @@ __all__ = [
 MAX_BACKTRACKS = 64
 #: guard refusals in one draw after which :meth:`Decoding._guard_sweep` looks for an allowed token
 GUARD_SWEEP_AFTER = 16
+#: prompt tokens per forward pass of the prefill; the deadline is checked between chunks.  512 is the
+#: key block of torch's CPU attention kernel: chunks on its block boundaries give every row the same
+#: logits, bit for bit, as one pass over the whole prompt (checked on the 4-bit and the dense model)
+PREFILL_CHUNK = 512
 
 
 def check_context(model: Any, prompt_tokens: int, max_tokens: int) -> None:
@@ -87,9 +91,12 @@ class GenerationResult:
     exact bytes (``text_bytes``).  ``finish_reason``: ``"eos"`` (EOS chosen),
     ``"terminated"`` (the matcher could not continue), ``"length"``
     (unconstrained only: ``max_tokens`` reached).  ``seconds`` is the whole
-    call (prefill included); ``tokens_per_second = num_tokens / seconds``;
-    ``decode_seconds`` leaves out the prompt's prefill, ``mask_seconds`` is
-    the time spent filling and applying masks.
+    call: ``prefill_seconds`` (the prompt's forward passes, which give the
+    first token's logits) plus ``decode_seconds`` (everything after them).
+    ``tokens_per_second`` is the decoding speed alone: the tokens after the
+    first over ``decode_seconds`` (the whole call's rate, prefill included, is
+    :attr:`overall_tokens_per_second`); ``mask_seconds`` is the time spent
+    filling and applying masks.
     """
 
     token_ids: list[int]
@@ -110,6 +117,11 @@ class GenerationResult:
     #: ``generate_json(reasoning=True)``: the thinking text before the JSON (``text`` is the JSON alone)
     reasoning: str | None = None
 
+    @property
+    def overall_tokens_per_second(self) -> float:
+        """``num_tokens / seconds``: the whole call's rate, the prompt's prefill included."""
+        return self.num_tokens / self.seconds if self.seconds > 0 else 0.0
+
 
 class Decoding:
     """One generation, step by step: iterate it to stream the accepted token ids.
@@ -120,8 +132,8 @@ class Decoding:
     ``optional=True`` lets the first token choose: when the constraint allows it (and the budget
     guard too), the rest is constrained; otherwise the matcher is dropped and the text is free
     (LangChain's "auto" tool choice).  ``deadline``: a ``time.monotonic()`` instant after which
-    ``GenerationError`` (``reason="timeout"``) is raised, checked before every step and inside a
-    long guard search.  The matcher is used as given (not reset), so a caller may
+    ``GenerationError`` (``reason="timeout"``) is raised, checked between the prefill's chunks of
+    ``PREFILL_CHUNK`` prompt tokens, before every step and inside a long guard search.  The matcher is used as given (not reset), so a caller may
     pre-advance it.  ``drafter``: speculation (see ``docs/architecture.md``); ``kv``: the KV cache
     to decode through (default: the model's own; a batch row's ``runtime.batch.RowCache``).
     """
@@ -155,6 +167,8 @@ class Decoding:
         self._backtracks = 0
         self._bitmask = None
         self._t0 = self._t_prefill = 0.0
+        self._prefilled = 0  # prompt tokens run so far
+        self.forward_seconds = 0.0  # forward passes after the prefill
         self.drafter = drafter
         self.no_repeat_ngram = int(no_repeat_ngram or 0)
         self.draft_stats = DraftStats()
@@ -165,7 +179,14 @@ class Decoding:
     def feed(self, tokens: Sequence[int]) -> torch.Tensor:
         """Run ``tokens`` after everything fed so far in one forward pass: float32 logits ``[k, V]``,
         row ``i`` predicting the token after ``tokens[i]``."""
-        return self._kv.forward(tokens)
+        return self._forward(tokens)
+
+    def _forward(self, tokens: Sequence[int]) -> torch.Tensor:
+        t = time.perf_counter()
+        try:
+            return self._kv.forward(tokens)
+        finally:
+            self.forward_seconds += time.perf_counter() - t
 
     def rollback(self, n: int) -> torch.Tensor:
         """Take the last ``n`` generated tokens back (matcher and KV cache) and return the logits
@@ -179,7 +200,7 @@ class Decoding:
         del self.tokens[len(self.tokens) - n:]
         kept = self.prompt + self.tokens
         self._kv.crop(len(kept) - 1)
-        return self._kv.forward([kept[-1]])[-1]
+        return self._forward([kept[-1]])[-1]
 
     # -- the loop -------------------------------------------------------------------------------
     def __iter__(self) -> Iterator[int]:
@@ -210,7 +231,7 @@ class Decoding:
                                       num_tokens=0)
         matcher = self.matcher
         if matcher is not None and matcher.is_terminated():
-            self._kv.forward(self.prompt, logits_to_keep=1)
+            self._run_prompt([])
             self._t_prefill = time.perf_counter()
             self.finish_reason = "terminated"
             return
@@ -254,13 +275,28 @@ class Decoding:
         self.finish_reason = "length"
 
     def _prefill(self) -> torch.Tensor:
-        """The prompt in one forward pass, with the first drafts (a forced ``{"key":`` opening)
-        fed behind it."""
+        """The prompt, with the first drafts (a forced ``{"key":`` opening) fed behind its last chunk."""
         draft, sources = self._propose(self.prompt)
-        with prompt_rows(len(self.prompt)):  # the drafts' rows as plain decoding computes them
-            rows = self._kv.forward(self.prompt + draft, logits_to_keep=len(draft) + 1)
+        rows = self._run_prompt(draft)
         self._pending.extend(zip(draft, sources, rows[1:]))
         return rows[0]
+
+    def _run_prompt(self, draft: list[int]) -> torch.Tensor:
+        """Run the prompt in forward passes of ``PREFILL_CHUNK`` tokens, the deadline checked before
+        each, and ``draft`` behind the last: the rows predicting the first token and each draft's next.
+        Each chunk is one causal block over the chunks before it (``prompt_rows``), the drafts' rows
+        as plain decoding computes them."""
+        prompt, chunk = self.prompt, max(1, int(PREFILL_CHUNK))
+        while True:
+            self._check_deadline()
+            part = prompt[self._prefilled:self._prefilled + chunk]
+            last = self._prefilled + len(part) == len(prompt)
+            fed = part + draft if last else part
+            with prompt_rows(len(part)):
+                rows = self._kv.forward(fed, logits_to_keep=len(draft) + 1 if last else 1)
+            self._prefilled += len(part)
+            if last:
+                return rows
 
     def _propose(self, context: list[int]) -> tuple[list[int], list[str]]:
         if self.drafter is None:
@@ -288,7 +324,7 @@ class Decoding:
         if len(self._kv) > kept:
             self._kv.crop(kept)
         draft, sources = self._propose(self.prompt + self.tokens)
-        rows = self._kv.forward([t, *draft])
+        rows = self._forward([t, *draft])
         pending.extend(zip(draft, sources, rows[1:]))
         return rows[0]
 
@@ -400,14 +436,28 @@ class Decoding:
             raise self._timeout_error()
 
     def _timeout_error(self) -> GenerationError:
-        spent = time.perf_counter() - self._t0
-        why = (f"generation ran past its timeout ({spent:.1f} s) after {len(self.tokens)} tokens "
-               f"({self.steps} steps, {self.mask_seconds:.1f} s in masks, {self._backtracks} tokens taken back)")
+        """Where the time went: the prompt's prefill, the forward passes while decoding, the masks,
+        and the rest (sampling, the matcher, the checks' search)."""
+        now = time.perf_counter()
+        spent = now - self._t0
+        n = len(self.prompt)
+        prefilling = self._prefilled < n
+        prefill = (now if prefilling else self._t_prefill) - self._t0
+        other = max(0.0, spent - prefill - self.forward_seconds - self.mask_seconds)
+        ran = f"{self._prefilled} of {n} prompt tokens run" if prefilling else f"{n} prompt tokens"
+        why = (f"generation ran past its timeout ({spent:.1f} s) after {len(self.tokens)} tokens: "
+               f"{prefill:.1f} s in the prompt's prefill ({ran}), {self.forward_seconds:.1f} s in forward passes "
+               f"while decoding, {self.mask_seconds:.1f} s in masks, {other:.1f} s in sampling, the matcher and "
+               f"its checks ({self.steps} steps, {self._backtracks} tokens taken back)")
         checks = self._checks_text()
-        if checks and (self._backtracks or self.mask_seconds > spent / 2):
-            why += f"; most of it searching for an output that passes {checks}"
-        return GenerationError(why + "; raise timeout= (None for no limit) or relax the constraint",
-                               partial=self.partial_text(), reason="timeout", num_tokens=len(self.tokens))
+        if prefilling or prefill > spent / 2:
+            why += ("; most of it running the prompt: raise timeout= (None for no limit), shorten the prompt "
+                    "or use a faster model")
+        else:
+            if checks and (self._backtracks or self.mask_seconds > spent / 2 or other > spent / 2):
+                why += f"; most of it searching for an output that passes {checks}"
+            why += "; raise timeout= (None for no limit) or relax the constraint"
+        return GenerationError(why, partial=self.partial_text(), reason="timeout", num_tokens=len(self.tokens))
 
     def _checks_text(self) -> str:
         """The constraint's checks at value boundaries, for an error message ('' when none)."""
@@ -440,13 +490,16 @@ class Decoding:
     def result(self) -> GenerationResult:
         now = time.perf_counter()
         seconds = now - self._t0
+        decode = now - self._t_prefill
         ids = list(self.tokens)
         raw = self.info.decode_bytes(ids)
         return GenerationResult(
             token_ids=ids, text=raw.decode("utf-8", errors="replace"), num_tokens=len(ids), seconds=seconds,
-            tokens_per_second=len(ids) / seconds if seconds > 0 else 0.0, finish_reason=self.finish_reason or "",
+            # decoding only: the first token's logits come from the prefill
+            tokens_per_second=(len(ids) - 1) / decode if len(ids) > 1 and decode > 0 else 0.0,
+            finish_reason=self.finish_reason or "",
             text_bytes=raw, prompt_tokens=len(self.prompt), prefill_seconds=self._t_prefill - self._t0,
-            decode_seconds=now - self._t_prefill, mask_seconds=self.mask_seconds, steps=self.steps,
+            decode_seconds=decode, mask_seconds=self.mask_seconds, steps=self.steps,
             log_weight=self.sampler.log_weight, forward_passes=self._kv.forward_passes,
             extra={"speculation": self.draft_stats.as_dict()} if self.drafter is not None else {})
 

@@ -42,8 +42,9 @@ _PROMPT_ROWS: contextvars.ContextVar[int | None] = contextvars.ContextVar("struc
 
 @contextmanager
 def prompt_rows(n: int) -> Iterator[None]:
-    """In the block, a pass over an empty cache holds a prompt of ``n`` tokens and then drafts: the
-    prompt is one causal block, each draft its own single-query call (as when fed after the prompt)."""
+    """In the block, a pass holds ``n`` tokens of the prompt and then drafts: those prompt tokens are
+    one causal block (over the cache before them too: a long prompt is fed in chunks), each draft its
+    own single-query call (as when fed after the prompt)."""
     token = _PROMPT_ROWS.set(n)
     try:
         yield
@@ -63,13 +64,19 @@ def _rowwise_attention(module: Any, query: torch.Tensor, key: torch.Tensor, valu
     past = length - q
     head = 0
     parts = []
-    if past == 0:  # a prompt (and drafts after it): the prompt as the one block plain decoding runs too
-        n = _PROMPT_ROWS.get()
-        head = q if n is None else max(0, min(n, q))
-    if head:
+    n = _PROMPT_ROWS.get()
+    if n is not None:  # a prompt (or a chunk of one) and drafts after it: the prompt as one block
+        head = max(0, min(n, q))
+    elif past == 0:  # a prompt alone: the one block plain decoding runs too
+        head = q
+    if head and past == 0:
         # contiguous copies: the same layout whether drafts follow the prompt in this pass or not
         block = [t[:, :, :head].contiguous() for t in (query, key, value)]
         parts.append(sdpa_attention_forward(module, *block, None, is_causal=True, **kwargs)[0])
+    elif head:  # a later chunk of a long prompt: one block over the chunks before it and itself
+        block = [query[:, :, :head].contiguous()] + [t[:, :, :past + head].contiguous() for t in (key, value)]
+        causal = torch.ones(head, past + head, dtype=torch.bool, device=query.device).tril(past)
+        parts.append(sdpa_attention_forward(module, *block, causal[None, None], is_causal=False, **kwargs)[0])
     parts += [sdpa_attention_forward(module, query[:, :, i:i + 1], key[:, :, :past + i + 1], value[:, :, :past + i + 1],
                                      None, is_causal=False, **kwargs)[0] for i in range(head, q)]
     return (parts[0] if len(parts) == 1 else torch.cat(parts, 1)), None

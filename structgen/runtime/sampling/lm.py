@@ -106,7 +106,8 @@ class ModelLM:
             common += 1
         common = min(common, len(want) - 1)  # at least one token is fed: its logits are the answer
         self._kv.crop(common)
-        with prompt_rows(len(self.prompt)):  # from an empty cache: the prompt one block, the prefix row by row
+        # the prompt's tokens in this pass one block (all of them from an empty cache), the prefix row by row
+        with prompt_rows(max(0, len(self.prompt) - common)):
             logits = self._kv.forward(want[common:], logits_to_keep=1)[-1]
         self.forward_passes += 1
         return self._remember(key, self._normalise(logits))
