@@ -259,7 +259,7 @@ def generate_json(model, schema: Any, prompt: str | None = None, *, max_tokens: 
         mode = "none" if sampler == "decog" else schema_prompt
         length = model.context_length
         user = request_prompt(schema_dict, request, mode, lambda t: len(model.encode(t)),
-                              None if length is None else length - max_tokens - 32)
+                              None if length is None else length - max_tokens - 32, source)
         return model.chat_prompt(user, system=system) if chat else user
 
     validator = None

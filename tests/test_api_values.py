@@ -149,3 +149,13 @@ def test_grounded_numbers_are_numbers_the_source_writes(tiny_model):
                                       temperature=1.0, seed=seed, return_result=True)
         assert value["guests"] in (4, 19, 2, 5) and value["deposit"] in (4, 19, 30, 2026, 5, 2, 1250.5), value
     assert "/properties/rooms" in str(result.extra["grounding"]["fell_back"])  # no number of the text is >= 3000
+
+
+def test_an_enums_values_the_source_names_are_listed_first():
+    """A small model tends to write the first value listed (USD for a text that says JPY)."""
+    schema = {"type": "object", "properties": {"currency": {"enum": ["USD", "EUR", "JPY"]},
+                                               "ship": {"enum": ["standard", "express"]}}}
+    text = describe_schema(schema, source="Paid 300 jpy; it goes by Express delivery. Not EURO.")
+    assert '- currency (one of "JPY", "USD", "EUR")' in text  # "EURO" is not the word "EUR"
+    assert '- ship (one of "express", "standard")' in text
+    assert '"USD", "EUR", "JPY"' in describe_schema(schema)  # no source: the schema's order

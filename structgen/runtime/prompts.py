@@ -64,12 +64,14 @@ def schema_prompt(schema: dict, user: str | None = None) -> str:
     return request_prompt(schema, user, "full", len)
 
 
-def schema_instruction(schema: Any, mode: str, count_tokens: Callable[[str], int], room: int | None = None) -> str | None:
+def schema_instruction(schema: Any, mode: str, count_tokens: Callable[[str], int], room: int | None = None,
+                       source: str | None = None) -> str | None:
     """What the prompt says of ``schema`` under a ``schema_prompt`` policy (``SCHEMA_PROMPTS``), or
     None for nothing.  ``count_tokens``: the model's tokenizer; ``room``: the tokens of context left
     beside the rest of the prompt and the output budget (None: unknown).  "auto" and "compact" never
     take more than ``room`` (nor ``DESCRIPTION_BUDGET``): the description shrinks, and is left out
-    when not even the field names fit, so a schema never makes a request too long by itself."""
+    when not even the field names fit, so a schema never makes a request too long by itself.
+    ``source``: the text values are extracted from (an enum's values it names are listed first)."""
     from .schema_text import fit_description
 
     if mode == "full":
@@ -77,15 +79,16 @@ def schema_instruction(schema: Any, mode: str, count_tokens: Callable[[str], int
     if mode == "none":
         return None
     budget = DESCRIPTION_BUDGET if room is None else min(DESCRIPTION_BUDGET, room)
-    return fit_description(schema, count_tokens, budget) if budget > 0 else None
+    return fit_description(schema, count_tokens, budget, source) if budget > 0 else None
 
 
 def request_prompt(schema: Any, user: str | None, mode: str, count_tokens: Callable[[str], int],
-                   room: int | None = None) -> str:
+                   room: int | None = None, source: str | None = None) -> str:
     """The user turn under a ``schema_prompt`` policy: the request (:func:`task_prompt`), then
     :func:`schema_instruction` (``room``: the context left beside the output budget)."""
     task = task_prompt(schema, user)
-    text = schema_instruction(schema, mode, count_tokens, None if room is None else room - count_tokens(task) - 8)
+    text = schema_instruction(schema, mode, count_tokens, None if room is None else room - count_tokens(task) - 8,
+                              source)
     return f"{task}\n\n{text}" if text else task
 
 

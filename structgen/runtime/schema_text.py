@@ -13,6 +13,7 @@ it shrinks (fewer levels, then names alone) until it fits a token budget.
 from __future__ import annotations
 
 import json
+import re
 from typing import Any, Callable
 
 __all__ = ["describe_schema", "fit_description"]
@@ -64,8 +65,19 @@ def _branches(schema: dict) -> list:
     return []
 
 
-def _type_words(schema: Any, root: Any) -> str:
-    """"string", "integer", "array of string", "string or null"... for a (resolved) schema."""
+def _mentioned_first(values: list, source: str | None) -> list:
+    """``values`` with those the source text names (whole words, any case) first: a small model
+    tends to take the first value listed, and in extraction the text says which one it is."""
+    if not source:
+        return values
+    named = [v for v in values if isinstance(v, (str, int, float)) and not isinstance(v, bool) and str(v).strip()
+             and re.search(r"(?<!\w)" + re.escape(str(v)) + r"(?!\w)", source, re.IGNORECASE)]
+    return named + [v for v in values if not any(v is n for n in named)]
+
+
+def _type_words(schema: Any, root: Any, source: str | None = None) -> str:
+    """"string", "integer", "array of string", "string or null"... for a (resolved) schema; enum
+    values the ``source`` names are listed first."""
     schema = _resolve(schema, root)
     if schema is True or schema == {}:
         return "any value"
@@ -74,13 +86,13 @@ def _type_words(schema: Any, root: Any) -> str:
     if "const" in schema:
         return f"always {json.dumps(schema['const'], ensure_ascii=False)}"
     if isinstance(schema.get("enum"), list):
-        vals = [json.dumps(v, ensure_ascii=False) for v in schema["enum"][:MAX_ENUM]]
+        vals = [json.dumps(v, ensure_ascii=False) for v in _mentioned_first(schema["enum"], source)[:MAX_ENUM]]
         more = f", ... ({len(schema['enum'])} values)" if len(schema["enum"]) > MAX_ENUM else ""
         return "one of " + ", ".join(vals) + more
     t = schema.get("type")
     types = [t] if isinstance(t, str) else list(t) if isinstance(t, list) else []
     if not types:
-        branch_words = [_type_words(b, root) for b in _branches(schema)]
+        branch_words = [_type_words(b, root, source) for b in _branches(schema)]
         if branch_words:
             return " or ".join(dict.fromkeys(branch_words))
         if "properties" in schema:
@@ -91,7 +103,7 @@ def _type_words(schema: Any, root: Any) -> str:
     for ty in types:
         if ty == "array":
             items = schema.get("items")
-            words.append(f"array of {_type_words(items, root)}" if isinstance(items, (dict, bool)) else "array")
+            words.append(f"array of {_type_words(items, root, source)}" if isinstance(items, (dict, bool)) else "array")
         else:
             words.append(ty)
     return " or ".join(words) if words else "any value"
@@ -139,7 +151,8 @@ def _identity(obj: dict) -> int:
     return id(obj.get("properties", obj))
 
 
-def _field_lines(schema: dict, root: Any, depth: int, indent: str, names_only: bool, seen: tuple) -> list[str]:
+def _field_lines(schema: dict, root: Any, depth: int, indent: str, names_only: bool, seen: tuple,
+                 source: str | None = None) -> list[str]:
     props = schema.get("properties") if isinstance(schema.get("properties"), dict) else {}
     required = set(schema.get("required") or []) if isinstance(schema.get("required"), list) else set()
     lines = []
@@ -151,7 +164,7 @@ def _field_lines(schema: dict, root: Any, depth: int, indent: str, names_only: b
         if names_only:
             lines.append(f"{indent}- {name}" + (" (required)" if name in required else ""))
         else:
-            notes = [_type_words(sub_r, root)]
+            notes = [_type_words(sub_r, root, source)]
             if isinstance(sub_r, dict):
                 notes += _bounds(sub_r)
             if name in required:
@@ -168,13 +181,14 @@ def _field_lines(schema: dict, root: Any, depth: int, indent: str, names_only: b
         if inner is not None and _identity(inner) in seen:  # recursion: said once, not unfolded
             lines[-1] += (" -- " if names_only else "; ") + "each with the same fields as its parent"
         elif inner is not None and depth > 1:
-            lines += _field_lines(inner, root, depth - 1, indent + "  ", names_only, seen + (_identity(inner),))
+            lines += _field_lines(inner, root, depth - 1, indent + "  ", names_only, seen + (_identity(inner),), source)
     return lines
 
 
-def describe_schema(schema: Any, *, depth: int = 3, names_only: bool = False) -> str:
+def describe_schema(schema: Any, *, depth: int = 3, names_only: bool = False, source: str | None = None) -> str:
     """The schema in words: a header line, then one line per field (nested ``depth`` levels deep);
-    ``names_only``: field names alone.  A choice of object shapes (``anyOf``/``oneOf``) lists each
+    ``names_only``: field names alone; ``source``: the text values are extracted from (an enum's
+    values it names are listed first).  A choice of object shapes (``anyOf``/``oneOf``) lists each
     shape; any other schema is one line ("Reply with a JSON value: array of string.")."""
     root = schema
     top = _resolve(schema, root)
@@ -190,21 +204,22 @@ def describe_schema(schema: Any, *, depth: int = 3, names_only: bool = False) ->
             lines = [f"Reply with a JSON object{about} in one of these {len(shapes)} shapes:"]
             for i, shape in enumerate(shapes, 1):
                 lines.append(f"Shape {i}:")
-                lines += _field_lines(shape, root, depth, "", names_only, (_identity(shape),))
+                lines += _field_lines(shape, root, depth, "", names_only, (_identity(shape),), source)
             return "\n".join(lines)
     if obj is None:
-        return f"Reply with a JSON value{about}: {_type_words(top, root)}."
+        return f"Reply with a JSON value{about}: {_type_words(top, root, source)}."
     kind = "a JSON array of objects" if obj is not top and isinstance(top, dict) and top.get("type") == "array" \
         else "a JSON object"
-    lines = _field_lines(obj, root, depth, "", names_only, (_identity(obj),))
+    lines = _field_lines(obj, root, depth, "", names_only, (_identity(obj),), source)
     return "\n".join([f"Reply with {kind}{about} with these fields:"] + lines)
 
 
-def fit_description(schema: Any, count_tokens: Callable[[str], int], budget: int) -> str | None:
+def fit_description(schema: Any, count_tokens: Callable[[str], int], budget: int,
+                    source: str | None = None) -> str | None:
     """The most detailed description of ``schema`` within ``budget`` tokens (three levels, two, one,
-    then names alone), or None when not even the names fit."""
+    then names alone), or None when not even the names fit; ``source`` as in :func:`describe_schema`."""
     for depth, names_only in ((3, False), (2, False), (1, False), (2, True), (1, True)):
-        text = describe_schema(schema, depth=depth, names_only=names_only)
+        text = describe_schema(schema, depth=depth, names_only=names_only, source=source)
         if count_tokens(text) <= budget:
             return text
     return None

@@ -212,7 +212,7 @@ class ChatStructgen(BaseChatModel):
                     schema, whitespace="spaced", strict=strict, members="named", plain_integers=True,
                     source=source if self.grounded else None)
                 # JSON mode: the caller's prompt describes the fields (LangChain's convention)
-                instruction = (self._schema_instruction(model, chat, schema, p.opts.max_tokens)
+                instruction = (self._schema_instruction(model, chat, schema, p.opts.max_tokens, source)
                                if response_format.get("type") == "json_schema" else "Answer with a single JSON object.")
         elif tools:
             from ...compiler import compiler_for
@@ -233,14 +233,15 @@ class ChatStructgen(BaseChatModel):
             raise ValueError("the prompt is empty")
         return p
 
-    def _schema_instruction(self, model: Any, chat: list[dict[str, str]], schema: Any, max_tokens: int) -> str | None:
+    def _schema_instruction(self, model: Any, chat: list[dict[str, str]], schema: Any, max_tokens: int,
+                            source: str | None = None) -> str | None:
         """What the prompt says of a ``json_schema`` response format under ``schema_prompt``."""
         from ...runtime.prompts import schema_instruction
 
         room = model.context_length
         if room is not None:
             room -= max_tokens + len(model.encode(self._render(model, chat))) + 32
-        return schema_instruction(schema, self.schema_prompt, lambda t: len(model.encode(t)), room)
+        return schema_instruction(schema, self.schema_prompt, lambda t: len(model.encode(t)), room, source)
 
     @staticmethod
     def _response_format_schema(rf: Any) -> tuple[Optional[dict], bool]:
