@@ -67,7 +67,7 @@ def cache_budget() -> int:
 
 
 def set_cache_budget(total_bytes: int | None) -> None:
-    """Bound all structgen's caches together to ``total_bytes`` (None: their defaults, 640 MB),
+    """Bound all structgen's caches together to ``total_bytes`` (None: their defaults, about 690 MB),
     each keeping its share; caches over their new bound drop their least recent entries now.
 
     Also read at import from ``STRUCTGEN_CACHE_MB``.  A smaller budget trades compile and

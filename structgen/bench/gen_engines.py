@@ -123,7 +123,7 @@ def _with_hf_model(model: Any, hf_model: Any) -> Any:
 
 
 def run_common_loop(model: Any, prompt_ids: Sequence[int], matcher: Any | None, *, max_tokens: int,
-                    budget_guard: Any = None, speculative: bool = False) -> GenOutput:
+                    budget_guard: Any = None, speculative: bool = False, no_repeat_ngram: int = 0) -> GenOutput:
     """Greedy decoding through structgen's loop; ``matcher=None`` is unconstrained.
 
     A ``GenerationError`` (``max_tokens`` reached, no token allowed, a token
@@ -143,7 +143,7 @@ def run_common_loop(model: Any, prompt_ids: Sequence[int], matcher: Any | None, 
             res = generate_unconstrained(m, prompt_ids, max_tokens=max_tokens, speculative=drafter or False)
         else:
             res = generate_constrained(m, prompt_ids, matcher, max_tokens=max_tokens, budget_guard=budget_guard,
-                                       speculative=drafter or False)
+                                       speculative=drafter or False, no_repeat_ngram=no_repeat_ngram)
         t_end = time.perf_counter()
         spec = res.extra.get("speculation", {})
         out = GenOutput(text=res.text, finish=res.finish_reason, n_tokens=int(res.steps), t_start=t_start,
@@ -181,6 +181,7 @@ class GenEngine:
     constrained: bool = True
     baseline: str = "unconstrained"
     speculative: bool = False  # structgen's loop only: drafts verified in one forward pass
+    no_repeat_ngram: int = 0  # structgen's loop only: generate_json's n-gram guard (0: off)
     modules: tuple[str, ...] = ()
     dist: str | None = None
     settings: str = ""
@@ -208,7 +209,7 @@ class GenEngine:
                  max_tokens: int) -> GenOutput:
         matcher, guard = self.matcher(model, handle)
         return run_common_loop(model, prompt_ids, matcher, max_tokens=max_tokens, budget_guard=guard,
-                               speculative=self.speculative)
+                               speculative=self.speculative, no_repeat_ngram=self.no_repeat_ngram)
 
 
 class UnconstrainedGen(GenEngine):
@@ -227,12 +228,21 @@ class UnconstrainedGen(GenEngine):
 
 
 class StructgenGen(GenEngine):
-    """structgen as ``generate_json`` runs it: compact whitespace + finish-within-budget guard."""
+    """structgen as ``generate_json`` compiles and decodes (its whitespace, member and integer policies,
+    the finish-within-budget guard, the n-gram guard), with the benchmark's prompt (the schema's JSON:
+    every engine gets the same one)."""
 
     name = "structgen"
-    settings = 'generate_json defaults: whitespace="compact", finish-within-budget guard'
+    settings = 'generate_json defaults: whitespace="spaced", members="named", finish-within-budget guard'
     guard = True
-    whitespace = "compact"
+    whitespace = "spaced"
+    members = "named"
+
+    @property
+    def no_repeat_ngram(self) -> int:
+        from ..api import JSON_NO_REPEAT_NGRAM
+
+        return JSON_NO_REPEAT_NGRAM
 
     @classmethod
     def version(cls) -> str:
@@ -247,7 +257,8 @@ class StructgenGen(GenEngine):
         self.compiler = compiler_for(model)
 
     def compile(self, schema: Any) -> Any:
-        return self.compiler.compile_json_schema(schema, whitespace=self.whitespace, format=self.format)
+        return self.compiler.compile_json_schema(schema, whitespace=self.whitespace, format=self.format,
+                                                 members=self.members, plain_integers=True)
 
     def matcher(self, model, handle):
         from ..runtime.budget import BudgetGuard
@@ -261,8 +272,11 @@ class StructgenNoGuardGen(StructgenGen):
     """The same grammar without the guard (like the transformers LogitsProcessor integration)."""
 
     name = "structgen-noguard"
-    settings = 'whitespace="compact", no budget guard (as StructgenLogitsProcessor)'
+    settings = 'whitespace="compact", no budget guard, no n-gram guard (as StructgenLogitsProcessor)'
     guard = False
+    whitespace = "compact"
+    members = "any"
+    no_repeat_ngram = 0
 
 
 class StructgenSpeculativeGen(StructgenGen):
@@ -270,7 +284,7 @@ class StructgenSpeculativeGen(StructgenGen):
     drafts verified in one forward pass (token-identical to ``structgen``)."""
 
     name = "structgen-speculative"
-    settings = 'generate_json defaults (speculative=True): compact whitespace, budget guard, drafts verified'
+    settings = 'generate_json defaults (speculative=True): spaced whitespace, budget guard, drafts verified'
     speculative = True
 
 

@@ -34,8 +34,9 @@ from .json_strings import quoted
 __all__ = ["source_numbers", "span_content_dfa", "span_string_dfa", "is_span", "longest_span", "canonical_encoding", "product_within",
            "GROUNDING_CACHE_BYTES"]
 
-#: Bytes of span automata kept for reuse (a 50k-character source makes tens of megabytes of tables).
-GROUNDING_CACHE_BYTES = 256 << 20
+#: Bytes of span automata kept for reuse (each cache): a source is met again by the fields and calls of one
+#: extraction, rarely later, and a 50k-character source makes ~13 MB of tables.
+GROUNDING_CACHE_BYTES = 32 << 20
 
 
 def canonical_encoding(ch: str) -> bytes:

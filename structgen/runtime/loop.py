@@ -533,18 +533,21 @@ def penalize_repeated_ngrams(logits: torch.Tensor, tokens: Sequence[int], n: int
 def generate_constrained(model: Any, prompt_ids: Sequence[int], matcher: MatcherProtocol, *, max_tokens: int,
                          temperature: float = 0.0, top_p: float = 1.0, top_k: int = 0, seed: int | None = None,
                          budget_guard: BudgetGuard | None = None, sampler: Sampler | None = None,
-                         speculative: bool | Drafter = False, deadline: float | None = None) -> GenerationResult:
+                         speculative: bool | Drafter = False, deadline: float | None = None,
+                         no_repeat_ngram: int = 0) -> GenerationResult:
     """Generate until the constraint is complete (:class:`Decoding` to the end).
 
     ``model``: a ``structgen.models.Model`` (needs ``.hf_model`` and ``.info``).  Raises
     ``GenerationError`` (with ``.partial``) if ``max_tokens`` runs out first or a step leaves no
     token allowed.  ``speculative``: True drafts grammar-forced and prompt-lookup tokens (:class:`Drafter`) and
     verifies them in one forward pass; the output is the one plain decoding gives (a ``Drafter``
-    instance chooses the sources).  ``deadline``: a ``time.monotonic()`` instant (see :class:`Decoding`)."""
+    instance chooses the sources).  ``deadline``: a ``time.monotonic()`` instant (see :class:`Decoding`);
+    ``no_repeat_ngram``: as :class:`Decoding`'s."""
     sampler = sampler if sampler is not None else MaskedSampler(temperature=temperature, top_p=top_p,
                                                                 top_k=top_k, seed=seed)
     return Decoding(model, prompt_ids, matcher, max_tokens=max_tokens, sampler=sampler,
-                    budget_guard=budget_guard, drafter=make_drafter(model, speculative), deadline=deadline).run()
+                    budget_guard=budget_guard, drafter=make_drafter(model, speculative), deadline=deadline,
+                    no_repeat_ngram=no_repeat_ngram).run()
 
 
 def make_drafter(model: Any, speculative: bool | Drafter | None) -> Drafter | None:

@@ -240,11 +240,13 @@ def test_prompt_is_generate_json_prompt_and_is_capped(tiny_model):
 
 
 def test_structgen_engine_is_generate_json(tiny_model, one_torch_thread):
-    """The benchmark's structgen engine produces exactly what users get from generate_json."""
+    """The benchmark's structgen engine produces exactly what users get from generate_json given the
+    benchmark's prompt (the schema's JSON, which every engine gets: schema_prompt="full")."""
     from structgen.api import generate_json
 
     schema = SLICE[0]["json_schema"]
-    value, res = generate_json(tiny_model, schema, max_tokens=MAX_TOKENS, return_result=True)
+    value, res = generate_json(tiny_model, schema, max_tokens=MAX_TOKENS, return_result=True, schema_prompt="full",
+                               speculative=False)
     handler, info = jsb.make_jsb_handler(tiny_model, ["structgen"], max_tokens=MAX_TOKENS, max_prompt_tokens=None,
                                          warmup=False)
     assert not info["setup_errors"]
