@@ -82,23 +82,24 @@ def _did_you_mean(name: str, names: list[str]) -> str:
     return f" (did you mean {close[0]!r}?)" if close else ""
 
 
+def _unknown_name(name: str, kind: str, suffix: str, names: list[str], alternatives: str) -> str:
+    """The message for a ``kind`` ("grammar", "schema") argument that reads as a name but names nothing."""
+    what = (f"{kind} file {name} not found, and no shipped {kind} has that name" if name.endswith(suffix)
+            else f"no shipped {kind} or file named {name!r}")
+    return f"{what}{_did_you_mean(name, names)}; shipped {kind}s: {', '.join(names)}; or give {alternatives}"
+
+
 def unknown_grammar_name(name: str) -> GrammarError:
     """The error for a grammar argument that reads as a name but names nothing (``"jsonn"``), instead
     of lark's "missing colon" on it as grammar text."""
-    names = shipped_grammar_names()
-    what = (f"grammar file {name} not found, and no shipped grammar has that name" if name.endswith(".lark")
-            else f"no shipped grammar or file named {name!r}")
-    return GrammarError(f"{what}{_did_you_mean(name, names)}; shipped grammars: {', '.join(names)}; or give Lark "
-                        "grammar text (rules such as start: ...) or a .lark file's path")
+    return GrammarError(_unknown_name(name, "grammar", ".lark", shipped_grammar_names(),
+                                      "Lark grammar text (rules such as start: ...) or a .lark file's path"))
 
 
 def unknown_schema_name(name: str) -> SchemaError:
     """The error for a schema argument that reads as a file or schema name but names neither."""
-    names = shipped_schema_names()
-    what = (f"schema file {name} not found, and no shipped schema has that name" if name.endswith(".json")
-            else f"no shipped schema or file named {name!r}")
-    return SchemaError(f"{what}{_did_you_mean(name, names)}; shipped schemas: {', '.join(names)}; or give a "
-                       "schema file's path, JSON text or a dict")
+    return SchemaError(_unknown_name(name, "schema", ".json", shipped_schema_names(),
+                                     "a schema file's path, JSON text or a dict"))
 
 
 def schema_file(name: str) -> Path:

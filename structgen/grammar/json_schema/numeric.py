@@ -91,7 +91,7 @@ class NumbersMixin:
                 self.not_grounded(nodes, "no number of the source meets the number's keywords")
             else:
                 d, grounded = spans, True
-                self.grounding_log()["grounded"].append(nodes[0].ptr if nodes else "(any JSON value)")
+                self.now_grounded(nodes)
         return self.term(("num", integer, integer and frac, non_integer, tuple(sorted(kw.items())), tuple(mults), ex,
                           tuple(m for m, _ in not_mults), grounded), d,
                          "INT" if integer else "NUM")

@@ -177,8 +177,12 @@ class StringsMixin:
                          tuple(not_formats)), d, "GSTR")
         if char_bounds is not None:
             self.ir.terminals[sym.name].char_bounds = char_bounds
-        self.grounding_log()["grounded"].append(_where(nodes))
+        self.now_grounded(nodes)
         return sym
+
+    def now_grounded(self, nodes: list[SchemaNode]) -> None:
+        """Record that this value (a string here, a number in ``NumbersMixin``) is grounded."""
+        self.grounding_log()["grounded"].append(_where(nodes))
 
     def not_grounded(self, nodes: list[SchemaNode], reason: str) -> None:
         """Record that this string falls back to its ungrounded form (a request never fails
