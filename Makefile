@@ -30,7 +30,7 @@ SYNCODE_VENV ?= .venv-syncode
 SYNCODE_BIN := $(SYNCODE_VENV)/bin
 SYNCODE_STAMP := $(SYNCODE_VENV)/.structgen-setup
 
-.PHONY: setup demo test test-slow test-all test-vllm test-sglang test-syncode syncode-venv test-wheel bench-quick bench-gpu clean
+.PHONY: setup demo benchmarks-page test test-slow test-all test-vllm test-sglang test-syncode syncode-venv test-wheel bench-quick bench-gpu clean
 
 $(STAMP): pyproject.toml Makefile
 	$(PYTHON) -m venv $(VENV)
@@ -41,6 +41,10 @@ $(STAMP): pyproject.toml Makefile
 	touch $(STAMP)
 
 setup: $(STAMP)
+
+# BENCHMARKS.md and its plots from the committed results (benchmarks/results/*.json)
+benchmarks-page: $(STAMP)
+	$(BIN)/python -m structgen.bench.results_page
 
 $(VLLM_STAMP): pyproject.toml Makefile
 	$(PYTHON) -m venv $(VLLM_VENV)

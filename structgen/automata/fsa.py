@@ -5,6 +5,11 @@ ranges); ``determinize`` turns it into a dense ``DFA`` over *byte classes*
 (bytes that no transition distinguishes share a class), which keeps tables
 small and lets numba walk them.  DFAs are always trimmed: every state can reach
 an accepting state, and a missing transition is ``-1`` (dead).
+
+One concern, the automata and their closed constructions over the same dense tables (subset
+construction, minimization, products, differences, concatenation, the tables of ``nfa_tables``),
+needs the ~640 lines; the numba kernels they run are already modules of their own
+(``*_kernels.py``).
 """
 from __future__ import annotations
 

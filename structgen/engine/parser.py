@@ -9,6 +9,10 @@ multiplying whole stacks.  Call nodes are hash-consed, so configurations compare
 interning turns them into small integers and ``scan`` is memoised: the parser behaves like a
 lazily built DFA over terminals, which makes masks cacheable by state and rollback a matter of
 popping a history list.
+
+The module is one algorithm, the graph-structured-stack parser (interning, ``scan``, the cuts a
+mask reads through, the indentation context and the budget's per-configuration costs all work on
+the same packed call nodes and tables), which is what needs its ~700 lines.
 """
 from __future__ import annotations
 

@@ -69,7 +69,8 @@ def _compile_cached(pattern: str, search: bool, json_string: bool, flags: int) -
 _DFA_BUILDERS = ("structgen.grammar.regex", "structgen.grammar.regex_syntax", "structgen.automata.fsa", "structgen.automata.search_kernels",
                  "structgen.automata.subset_kernels", "structgen.automata.minimize_kernels",
                  "structgen.automata.product_kernels", "structgen.automata.table_kernels",
-                 "structgen.automata.charclass", "structgen.grammar.lookaround", "structgen.grammar.unicode_props")
+                 "structgen.automata.charclass", "structgen.grammar.lookaround",
+                 "structgen.grammar.lookaround_construction", "structgen.grammar.unicode_props")
 
 
 def _load_dfa(path) -> DFA | None:

@@ -1,13 +1,14 @@
 """Structural tags: free text with triggered segments, compiled to one :class:`GrammarIR`.
 
-The spec follows XGrammar's structural-tag JSON format, so vLLM's STRUCTURAL_TAG requests can be
-served: ``{"type": "structural_tag", "format": {...}}`` (format types ``const_string``,
-``json_schema``, ``regex``, ``grammar`` (Lark), ``any_text``, ``sequence``, ``or``, ``tag``,
-``triggered_tags``, ``tags_with_separator``, ``dispatch``, ``optional``, ``plus``, ``star``,
-``repeat``), and the legacy ``{"structures": [{"begin", "schema", "end"}], "triggers": [...]}``.
-A bare format object is accepted too.  Token-level formats (``token``, ``any_tokens``,
-``token_triggered_tags``, ...), non-JSON ``style`` s, ``excludes`` of a JSON schema and
-``max_tokens`` budgets are refused with :class:`UnsupportedFeature` naming the spec's JSON path.
+Reading the spec (XGrammar's structural-tag JSON format, its format types, checked fields) is
+:mod:`structgen.grammar.structural_tag_spec`; the byte automata of free text are
+:mod:`structgen.grammar.structural_tag_lexemes`; this module builds the grammar.  Its names
+(``load_structural_tag``, ``spec_key``, ``tag_nodes``, ``FORMAT_TYPES``) are importable from here too.
+Token-level formats (``token``, ``any_tokens``, ``token_triggered_tags``, ...), non-JSON ``style`` s,
+``excludes`` of a JSON schema and ``max_tokens`` budgets are refused with
+:class:`UnsupportedFeature` naming the spec's JSON path.  What is left here is one algorithm, the
+continuation-passing compile of the format tree (``_Builder``, one method per format type), which
+is what makes the module about 600 lines.
 
 **Free text.**  The engine's lexer is maximal munch (a lexeme ends where the next byte cannot extend
 it), so free text cannot be a lexeme that simply stops before a trigger: it would swallow the
@@ -37,9 +38,7 @@ caller validates the segments afterwards).
 """
 from __future__ import annotations
 
-import functools
 import json
-import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -47,34 +46,14 @@ import numpy as np
 
 from ..errors import GrammarError, SchemaError, StructgenError, UnsupportedFeature
 from ..automata.fsa import DFA, concat_dfas, counted_repeat, difference, difference_literals, intersect, literal_dfa, union
-from .ir import EPSILON, Alt, Expr, GrammarIR, Graph, Repeat, Seq, Sym, alt, seq
+from .ir import EPSILON, Expr, GrammarIR, Repeat, Sym, alt, seq
+from .structural_tag_lexemes import (containing, last_terminals, minimal, nullable_rules, one_byte, one_char,
+                                     prefix_free, utf8_text)
+from .structural_tag_spec import (FORMAT_KEYS, FORMAT_TYPES, TOKEN_FORMATS, SpecFields, load_structural_tag,
+                                  spec_key, tag_nodes)
 
 __all__ = ["StructuralTagOptions", "load_structural_tag", "spec_key", "structural_tag_to_ir", "tag_nodes",
            "FORMAT_TYPES"]
-
-#: the format types compiled here
-FORMAT_TYPES = ("const_string", "json_schema", "regex", "grammar", "any_text", "sequence", "or", "tag",
-                "triggered_tags", "tags_with_separator", "dispatch", "optional", "plus", "star", "repeat")
-#: XGrammar's formats over token ids: a byte-level grammar cannot express them
-TOKEN_FORMATS = ("token", "exclude_token", "any_tokens", "token_triggered_tags", "token_dispatch")
-_KEYS = {
-    "const_string": {"value"},
-    "json_schema": {"json_schema", "style", "any_order", "max_whitespace_cnt", "excludes"},
-    "regex": {"pattern"},
-    "grammar": {"grammar"},
-    "any_text": {"excludes", "max_tokens", "max_chars", "max_bytes"},
-    "sequence": {"elements"},
-    "or": {"elements"},
-    "tag": {"begin", "content", "end"},
-    "triggered_tags": {"triggers", "tags", "at_least_one", "stop_after_first", "excludes", "max_chars", "max_bytes",
-                       "text_before_first"},
-    "tags_with_separator": {"tags", "separator", "at_least_one", "stop_after_first"},
-    "dispatch": {"rules", "loop", "excludes"},
-    "optional": {"content"},
-    "plus": {"content"},
-    "star": {"content"},
-    "repeat": {"content", "min", "max"},
-}
 
 
 @dataclass(frozen=True)
@@ -110,188 +89,8 @@ _END = _Piece(EPSILON, (), True)
 _OPEN = _Piece(EPSILON, None, False)
 
 
-# -- byte automata of free text ----------------------------------------------------------------
-@functools.lru_cache(maxsize=None)
-def _utf8_text() -> DFA:
-    from .regex import compile_regex
-
-    return compile_regex(r"(?s:.*)")
-
-
-@functools.lru_cache(maxsize=None)
-def _one_char() -> DFA:
-    from .regex import compile_regex
-
-    return compile_regex(r"(?s:.)")
-
-
-@functools.lru_cache(maxsize=None)
-def _one_byte() -> DFA:
-    return DFA(np.array([[1], [-1]], dtype=np.int32), np.array([False, True]), np.zeros(256, dtype=np.int32), 0)
-
-
-@functools.lru_cache(maxsize=256)
-def _containing(strings: tuple[str, ...]) -> DFA:
-    """UTF-8 texts containing one of ``strings``."""
-    from .regex import compile_regex
-
-    return compile_regex("(?:" + "|".join(re.escape(s) for s in strings) + ")", search=True)
-
-
-def _minimal(lits) -> list[str]:
-    """The strings of ``lits`` that no other of them begins (in first-seen order)."""
-    uniq = list(dict.fromkeys(lits))
-    return [m for m in uniq if not any(o != m and m.startswith(o) for o in uniq)]
-
-
-def _prefix_free(dfa: DFA) -> bool:
-    """No accepted string is a proper prefix of another (the automaton is trimmed)."""
-    acc = np.nonzero(dfa.accept)[0]
-    return not bool((dfa.trans[acc] >= 0).any())
-
-
-# -- the IR's last symbols (for the content / end-string check) ---------------------------------
-def _nullable(e: Expr, rules_nullable: set) -> bool:
-    if isinstance(e, Sym):
-        return e.name in rules_nullable
-    if isinstance(e, Seq):
-        return all(_nullable(i, rules_nullable) for i in e.items)
-    if isinstance(e, Alt):
-        return any(_nullable(i, rules_nullable) for i in e.items)
-    if isinstance(e, Repeat):
-        return e.lo == 0 or _nullable(e.item, rules_nullable)
-    if isinstance(e, Graph):
-        seen, todo = {e.start}, [e.start]
-        while todo:
-            s = todo.pop()
-            if s in e.finals:
-                return True
-            for a, x, b in e.edges:
-                if a == s and b not in seen and (x is None or _nullable(x, rules_nullable)):
-                    seen.add(b)
-                    todo.append(b)
-        return False
-    return False
-
-
-def _last(e: Expr, nullable: set) -> set[str]:
-    """Symbols that can be the last one of ``e``."""
-    if isinstance(e, Sym):
-        return {e.name}
-    if isinstance(e, Seq):
-        out: set[str] = set()
-        for i in reversed(e.items):
-            out |= _last(i, nullable)
-            if not _nullable(i, nullable):
-                break
-        return out
-    if isinstance(e, Alt):
-        return set().union(*(_last(i, nullable) for i in e.items))
-    if isinstance(e, Repeat):
-        return _last(e.item, nullable) if e.hi != 0 else set()
-    if isinstance(e, Graph):
-        tail = set(e.finals)
-        changed = True
-        while changed:
-            changed = False
-            for a, x, b in e.edges:
-                if b in tail and a not in tail and (x is None or _nullable(x, nullable)):
-                    tail.add(a)
-                    changed = True
-        return set().union(*(_last(x, nullable) for a, x, b in e.edges if b in tail and x is not None))
-    return set()
-
-
-def _nullable_rules(ir: GrammarIR) -> set[str]:
-    nullable: set[str] = set()
-    changed = True
-    while changed:
-        changed = False
-        for n, body in ir.rules.items():
-            if n not in nullable and _nullable(body, nullable):
-                nullable.add(n)
-                changed = True
-    return nullable
-
-
-def _last_terminals(ir: GrammarIR, rule: str) -> set[str]:
-    """The terminals whose lexeme can end a string of ``rule`` (parts of split terminals included)."""
-    nullable = _nullable_rules(ir)
-    out: set[str] = set()
-    seen: set[str] = set()
-    todo = [rule]
-    while todo:
-        r = todo.pop()
-        for s in _last(ir.rules[r], nullable):
-            if s in ir.rules:
-                if s not in seen:
-                    seen.add(s)
-                    todo.append(s)
-            elif s in ir.terminals:
-                out.add(s)
-    out |= {n for n, t in ir.terminals.items() if t.lexeme_of in out}
-    return out
-
-
-# -- spec input ----------------------------------------------------------------------------------
-def load_structural_tag(spec: Any) -> dict:
-    """The spec as a dict: a dict as is, JSON text parsed (``GrammarError`` when it is not JSON)."""
-    if isinstance(spec, (str, bytes)):
-        try:
-            spec = json.loads(spec)
-        except (json.JSONDecodeError, UnicodeDecodeError) as e:
-            raise GrammarError(f"the structural tag is not valid JSON: {e}") from None
-    if not isinstance(spec, dict):
-        raise GrammarError(f"a structural tag must be a JSON object, not {type(spec).__name__}")
-    return spec
-
-
-def _key_default(o: Any) -> Any:
-    if isinstance(o, type) and hasattr(o, "model_json_schema"):
-        return o.model_json_schema()
-    return repr(o)
-
-
-def spec_key(spec: dict) -> str:
-    """A cache key for a loaded spec (Pydantic classes given as schemas by their JSON Schema)."""
-    return json.dumps(spec, sort_keys=True, default=_key_default)
-
-
-def tag_nodes(spec: Any) -> list[dict]:
-    """Every tag of a spec, as ``{"begin", "end" (a list), "content"}`` (the legacy format's
-    structures as tags with a ``json_schema`` content), in document order.  For reading outputs
-    back (``structgen.structural_output``); the spec is assumed valid (compiled already)."""
-    spec = load_structural_tag(spec)
-    out: list[dict] = []
-    if "structures" in spec:
-        for s in spec.get("structures") or []:
-            schema = s.get("schema")
-            if isinstance(schema, str):
-                schema = json.loads(schema)
-            out.append({"begin": s["begin"], "end": [s["end"]],
-                        "content": {"type": "json_schema", "json_schema": schema}})
-        return out
-
-    def walk(node: Any, is_tag: bool = False) -> None:
-        if isinstance(node, dict):
-            if is_tag or node.get("type") == "tag":
-                end = node.get("end", "")
-                out.append({"begin": node.get("begin", ""), "end": end if isinstance(end, list) else [end],
-                            "content": node.get("content")})
-            for k, v in node.items():
-                if k in ("json_schema", "schema"):
-                    continue
-                walk(v, k == "tags")
-        elif isinstance(node, list):
-            for v in node:
-                walk(v, is_tag)
-
-    walk(spec.get("format", spec))
-    return out
-
-
 # -- the compiler ---------------------------------------------------------------------------------
-class _Builder:
+class _Builder(SpecFields):
     def __init__(self, opts: StructuralTagOptions):
         self.opts = opts
         self.ir = GrammarIR(rules={}, terminals={}, start="start", source="structural-tag")
@@ -329,63 +128,6 @@ class _Builder:
         self.ir.rules[name] = k.expr
         return _Piece(Sym(name), k.lead, k.empty, k.free_start)
 
-    # -- field access -------------------------------------------------------------------------
-    @staticmethod
-    def keys(node: dict, path: str, allowed: set[str]) -> None:
-        for key in node:
-            if key != "type" and key not in allowed:
-                raise UnsupportedFeature(f"unknown field {key!r} (this format takes {sorted(allowed)})",
-                                         pointer=f"{path}/{key}", keyword=key)
-
-    @staticmethod
-    def text(node: dict, key: str, path: str, *, default: Any = ..., nonempty: bool = False) -> str:
-        if key not in node:
-            if default is ...:
-                raise GrammarError(f"{path}: missing field {key!r}")
-            return default
-        v = node[key]
-        if not isinstance(v, str):
-            raise GrammarError(f"{path}/{key}: expected a string, got {type(v).__name__}")
-        if nonempty and not v:
-            raise GrammarError(f"{path}/{key}: must not be empty")
-        try:
-            v.encode("utf-8")
-        except UnicodeEncodeError as e:
-            raise GrammarError(f"{path}/{key}: not encodable as UTF-8 ({e.reason})") from None
-        return v
-
-    def texts(self, node: dict, key: str, path: str, *, nonempty: bool = True) -> list[str]:
-        v = node.get(key, [])
-        if not isinstance(v, list):
-            raise GrammarError(f"{path}/{key}: expected a list of strings, got {type(v).__name__}")
-        return [self.text({str(i): s}, str(i), f"{path}/{key}", nonempty=nonempty) for i, s in enumerate(v)]
-
-    @staticmethod
-    def flag(node: dict, key: str, path: str, default: bool = False) -> bool:
-        v = node.get(key, default)
-        if not isinstance(v, bool):
-            raise GrammarError(f"{path}/{key}: expected true or false, got {v!r}")
-        return v
-
-    @staticmethod
-    def count(node: dict, key: str, path: str, *, minimum: int = 0) -> int | None:
-        v = node.get(key)
-        if v is None:
-            return None
-        if not isinstance(v, int) or isinstance(v, bool) or v < minimum:
-            raise GrammarError(f"{path}/{key}: expected an integer >= {minimum}, got {v!r}")
-        return v
-
-    @staticmethod
-    def items(node: dict, key: str, path: str, *, nonempty: bool = True) -> list:
-        if key not in node:
-            raise GrammarError(f"{path}: missing field {key!r}")
-        v = node[key]
-        if not isinstance(v, list):
-            raise GrammarError(f"{path}/{key}: expected a list, got {type(v).__name__}")
-        if nonempty and not v:
-            raise GrammarError(f"{path}/{key}: must not be empty")
-        return v
 
     # -- free text --------------------------------------------------------------------------
     def free_body(self, node: dict, path: str) -> DFA:
@@ -397,13 +139,13 @@ class _Builder:
         max_chars = self.count(node, "max_chars", path)
         max_bytes = self.count(node, "max_bytes", path)
         try:
-            body = _utf8_text()
+            body = utf8_text()
             if max_chars is not None:
-                body = counted_repeat(_one_char(), 0, max_chars)
+                body = counted_repeat(one_char(), 0, max_chars)
             if max_bytes is not None:
-                body = intersect(body, counted_repeat(_one_byte(), 0, max_bytes))
+                body = intersect(body, counted_repeat(one_byte(), 0, max_bytes))
             if excludes:
-                body = difference(body, _containing(tuple(sorted(set(excludes)))))
+                body = difference(body, containing(tuple(sorted(set(excludes)))))
         except GrammarError as e:
             raise GrammarError(f"{path}: free text budget too large to compile: {e}") from None
         return body
@@ -431,9 +173,9 @@ class _Builder:
     def stops(self, body: DFA, lits: list[str], path: str, what: str) -> tuple[dict[str, DFA], DFA]:
         """For the strings that may end a run of ``body``: the automaton ``B·m`` of each minimal one
         (``B``: ``body`` without any of them inside), and ``B``."""
-        M = _minimal(lits)
+        M = minimal(lits)
         try:
-            B = difference(body, _containing(tuple(sorted(M))))
+            B = difference(body, containing(tuple(sorted(M))))
             dfas = {m: concat_dfas([B, literal_dfa(m.encode("utf-8"))]) for m in M}
         except GrammarError as e:
             raise GrammarError(f"{path}: {what} before {M} too large to compile: {e}") from None
@@ -442,7 +184,7 @@ class _Builder:
         both = None
         for d in dfas.values():
             both = d if both is None else union(both, d)
-        if both is not None and not _prefix_free(both):
+        if both is not None and not prefix_free(both):
             raise GrammarError(f"{path}: the {what} before {M} cannot be read unambiguously: a text ending in "
                                "one of these strings can be continued into another (overlapping triggers or end "
                                "strings); structgen reads each such text as its longest match")
@@ -470,7 +212,7 @@ class _Builder:
         if not k.lead:
             return
         firsts = {lit.encode("utf-8")[0]: lit for lit, _ in k.lead}
-        for name in sorted(_last_terminals(self.ir, start)):
+        for name in sorted(last_terminals(self.ir, start)):
             d = self.ir.terminals[name].dfa
             acc = np.nonzero(d.accept)[0]
             for b, lit in firsts.items():
@@ -494,7 +236,7 @@ class _Builder:
                                      keyword=t)
         if t not in FORMAT_TYPES:
             raise GrammarError(f"{path}/type: unknown format type {t!r} (one of {', '.join(FORMAT_TYPES)})")
-        self.keys(node, path, _KEYS[t])
+        self.keys(node, path, FORMAT_KEYS[t])
         return getattr(self, "f_" + t)(node, path, k)
 
     def f_const_string(self, node, path, k):
@@ -557,7 +299,7 @@ class _Builder:
             raise GrammarError(f"{path}/grammar: {e}{hint}") from None
         start = self.embed(ir, ("lark", text))
         self.check_last(start, k, path)
-        return _Piece(seq(Sym(start), k.expr), None, start in _nullable_rules(self.ir) and k.empty)
+        return _Piece(seq(Sym(start), k.expr), None, start in nullable_rules(self.ir) and k.empty)
 
     def f_regex(self, node, path, k):
         from .regex import compile_regex
@@ -615,7 +357,7 @@ class _Builder:
             raise GrammarError(f"{path}: a tag must be a JSON object, not {type(node).__name__}")
         if node.get("type", "tag") != "tag":
             raise GrammarError(f"{path}/type: expected a tag, got {node.get('type')!r}")
-        self.keys(node, path, _KEYS["tag"])
+        self.keys(node, path, FORMAT_KEYS["tag"])
         if isinstance(node.get("begin"), dict):
             raise UnsupportedFeature("a token begin works on token ids; use a string", pointer=f"{path}/begin",
                                      keyword="begin")

@@ -1,4 +1,6 @@
-"""A knowledge graph behind a SPARQL 1.1 endpoint (HTTP), for graphs that do not fit in memory.
+"""The SPARQL 1.1 protocol (HTTP) under a knowledge graph that does not fit in memory
+(``kg.graph.RemoteGraph``, made by ``KnowledgeGraph.from_endpoint``): the client and the index
+questions answered by the endpoint.  This module does not import ``graph.py`` (it sits below it).
 
 Nothing is copied up front: the constraint's questions (which relations leave this subject, which
 objects does this pair reach, ...) become small SPARQL queries, sent when a slot is first met and
@@ -13,15 +15,14 @@ import urllib.error
 import urllib.parse
 import urllib.request
 from functools import lru_cache
-from typing import Any
 
 import numpy as np
 
-from .graph import KnowledgeGraph, KnowledgeGraphError
+from .errors import KnowledgeGraphError
 from .index import _local_name
 from .terms import Term, XSD_STRING, label_text, sparql_surface
 
-__all__ = ["EndpointClient", "RemoteIndex", "RemoteGraph"]
+__all__ = ["EndpointClient", "RemoteIndex"]
 
 
 class EndpointClient:
@@ -45,6 +46,14 @@ class EndpointClient:
             raise KnowledgeGraphError(f"the endpoint {self.url} refused the query ({e.code}): {body}") from None
         except (urllib.error.URLError, OSError, ValueError) as e:
             raise KnowledgeGraphError(f"the endpoint {self.url} cannot be read: {e}") from None
+
+    def select(self, query: str) -> list[dict[str, Term | None]] | bool:
+        """Run a SELECT (its rows, each variable to a :class:`Term` or None when unbound) or an ASK (a bool)."""
+        res = self.run(query)
+        if "boolean" in res:
+            return bool(res["boolean"])
+        names = res.get("head", {}).get("vars", [])
+        return [{n: (_term(row[n]) if n in row else None) for n in names} for row in res["results"]["bindings"]]
 
 
 def _term(b: dict) -> Term:
@@ -146,45 +155,3 @@ class RemoteIndex:
     def n_triples(self) -> int:
         rows = self._ask("SELECT (COUNT(*) AS ?n) WHERE { ?s ?p ?o . }")
         return int(self.terms[rows[0][0]].value) if rows else 0
-
-
-class RemoteGraph(KnowledgeGraph):
-    """A :class:`KnowledgeGraph` whose triples stay behind a SPARQL endpoint."""
-
-    def __init__(self, url: str, *, prefixes: dict[str, str] | None = None, name: str | None = None,
-                 label_predicates: tuple[str, ...] = (), timeout: float = 30.0):
-        self.store = None
-        self.prefixes = dict(prefixes or {})
-        self.name = name or url
-        self.label_predicates = tuple(label_predicates)
-        self._cache = False
-        self.client = EndpointClient(url, timeout)
-        self._index = RemoteIndex(self.client, self.prefixes, self.label_predicates)
-        self.remote = True
-
-    def query(self, sparql: str) -> list[dict[str, Term | None]] | bool:
-        res = self.client.run(self.with_prologue(sparql))
-        if "boolean" in res:
-            return bool(res["boolean"])
-        names = res.get("head", {}).get("vars", [])
-        return [{n: (_term(row[n]) if n in row else None) for n in names} for row in res["results"]["bindings"]]
-
-    def term_id(self, x: Any) -> int | None:
-        ix = self._index
-        if isinstance(x, Term):
-            return ix._id(x)
-        if isinstance(x, str):
-            if x in ix.by_sparql:
-                return ix.by_sparql[x]
-            if ":" in x and not x.startswith("<"):
-                p, local = x.split(":", 1)
-                if p in self.prefixes:
-                    return ix._id(Term("iri", self.prefixes[p] + local))
-            return ix.by_label.get(x)
-        raise KnowledgeGraphError(f"not a term: {x!r}")
-
-    def triples(self):
-        raise KnowledgeGraphError("a remote graph is not listed whole; query it")
-
-    def __len__(self) -> int:
-        return self._index.n_triples

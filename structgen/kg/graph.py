@@ -1,8 +1,9 @@
 """``KnowledgeGraph``: a graph to run SPARQL on and to constrain decoding by.
 
 The triples live in an embedded pyoxigraph store (loaded from Turtle, N-Triples or an rdflib graph),
-or behind a SPARQL 1.1 endpoint given by URL (``structgen.kg.endpoint``) for graphs that do not fit
-in memory.  The constraint does not query the store while decoding: it reads a
+or behind a SPARQL 1.1 endpoint given by URL (:class:`RemoteGraph`, on the client and index of
+``structgen.kg.endpoint``, which sits below this module) for graphs that do not fit in memory.
+The constraint does not query the store while decoding: it reads a
 :class:`~structgen.kg.index.GraphIndex` built once per graph and cached on disk (keyed by the graph's
 content), or, for an endpoint, asks bounded, counted index queries."""
 from __future__ import annotations
@@ -15,21 +16,18 @@ from typing import Any, Iterable
 import numpy as np
 
 from .._cache import atomic_pickle_dump, cache_root, code_fingerprint, pickle_load_or_none
-from ..errors import StructgenError
+from .endpoint import EndpointClient, RemoteIndex
+from .errors import KnowledgeGraphError
 from .index import GraphIndex, build_index
 from .terms import Term, XSD_STRING
 
-__all__ = ["KnowledgeGraph", "KnowledgeGraphError", "DEFAULT_LABEL_PREDICATES", "term_of"]
+__all__ = ["KnowledgeGraph", "RemoteGraph", "KnowledgeGraphError", "DEFAULT_LABEL_PREDICATES", "term_of"]
 
 RDFS_LABEL = "http://www.w3.org/2000/01/rdf-schema#label"
 SKOS_PREF = "http://www.w3.org/2004/02/skos/core#prefLabel"
 SCHEMA_NAME = "http://schema.org/name"
 DEFAULT_LABEL_PREDICATES = (RDFS_LABEL, SKOS_PREF, SCHEMA_NAME)
 _INDEX_VERSION = 1
-
-
-class KnowledgeGraphError(StructgenError):
-    """A graph that cannot be loaded, a query the store refuses, or a term the graph lacks."""
 
 
 def term_of(node: Any) -> Term:
@@ -109,10 +107,8 @@ class KnowledgeGraph:
 
     @classmethod
     def from_endpoint(cls, url: str, **kw: Any) -> "KnowledgeGraph":
-        """A graph behind a SPARQL 1.1 endpoint (``structgen.kg.endpoint.RemoteGraph``): nothing is
-        copied; the constraint asks small, counted queries as it meets each slot."""
-        from .endpoint import RemoteGraph
-
+        """A graph behind a SPARQL 1.1 endpoint (:class:`RemoteGraph`): nothing is copied; the
+        constraint asks small, counted queries as it meets each slot."""
         return RemoteGraph(url, **kw)
 
     # -- querying ---------------------------------------------------------------------------------
@@ -208,6 +204,44 @@ class KnowledgeGraph:
             atomic_pickle_dump(ix, path)
         self._ids = ids
         return ix
+
+
+class RemoteGraph(KnowledgeGraph):
+    """A :class:`KnowledgeGraph` whose triples stay behind a SPARQL endpoint."""
+
+    def __init__(self, url: str, *, prefixes: dict[str, str] | None = None, name: str | None = None,
+                 label_predicates: tuple[str, ...] = (), timeout: float = 30.0):
+        self.store = None
+        self.prefixes = dict(prefixes or {})
+        self.name = name or url
+        self.label_predicates = tuple(label_predicates)
+        self._cache = False
+        self.client = EndpointClient(url, timeout)
+        self._index = RemoteIndex(self.client, self.prefixes, self.label_predicates)
+        self.remote = True
+
+    def query(self, sparql: str) -> list[dict[str, Term | None]] | bool:
+        return self.client.select(self.with_prologue(sparql))
+
+    def term_id(self, x: Any) -> int | None:
+        ix = self._index
+        if isinstance(x, Term):
+            return ix._id(x)
+        if isinstance(x, str):
+            if x in ix.by_sparql:
+                return ix.by_sparql[x]
+            if ":" in x and not x.startswith("<"):
+                p, local = x.split(":", 1)
+                if p in self.prefixes:
+                    return ix._id(Term("iri", self.prefixes[p] + local))
+            return ix.by_label.get(x)
+        raise KnowledgeGraphError(f"not a term: {x!r}")
+
+    def triples(self):
+        raise KnowledgeGraphError("a remote graph is not listed whole; query it")
+
+    def __len__(self) -> int:
+        return self._index.n_triples
 
 
 def _turtle_prefixes(data: bytes) -> dict[str, str]:

@@ -20,6 +20,8 @@ import functools
 
 import torch
 
+from .bitmask import bitmask_to_bool
+
 __all__ = ["apply_torch", "apply_compiled", "apply_triton", "triton_available", "WORDS_PER_ITEM"]
 
 _BITS = 32
@@ -29,8 +31,6 @@ WORDS_PER_ITEM = 64
 
 def _banned(bitmask: torch.Tensor, width: int, n_cols: int) -> torch.Tensor:
     """Bool [B, n_cols]: True where column t is banned (bit clear, or t >= width; width <= 32*W)."""
-    from .masks import bitmask_to_bool
-
     allowed = bitmask_to_bool(bitmask, min(width, n_cols))
     if allowed.shape[1] < n_cols:
         pad = torch.zeros(bitmask.shape[0], n_cols - allowed.shape[1], dtype=torch.bool, device=bitmask.device)

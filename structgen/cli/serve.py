@@ -1,4 +1,5 @@
-"""``structgen bench vllm``: the serving benchmark's command line."""
+"""``structgen bench vllm | batch-masks | gpu-masks``: the serving benchmarks (vLLM's server per
+structured-output backend, a batch's mask rows over threads, mask application on a GPU)."""
 from __future__ import annotations
 
 import argparse
@@ -19,7 +20,7 @@ def add_bench_batch_masks(bench_sub: argparse._SubParsersAction) -> None:
 
 
 def _run_batch_masks(args) -> int:
-    from .bench.batch_masks import run_batch_masks_bench
+    from ..bench.batch_masks import run_batch_masks_bench
 
     run_batch_masks_bench(rows=[int(r) for r in args.rows.split(",")], threads=[int(t) for t in args.threads.split(",")],
                           repeats=args.repeats, seed=args.seed, peers=tuple(p for p in args.peers.split(",") if p))
@@ -38,7 +39,7 @@ def add_bench_gpu_masks(bench_sub: argparse._SubParsersAction) -> None:
 
 
 def _run_gpu_masks(args) -> int:
-    from .bench.gpu_masks import run_gpu_masks_bench
+    from ..bench.gpu_masks import run_gpu_masks_bench
 
     run_gpu_masks_bench(batches=tuple(int(b) for b in args.batches.split(",")), vocab=args.vocab,
                         dtypes=tuple(args.dtypes.split(",")), density=args.density, reps=args.reps)
@@ -72,15 +73,15 @@ def add_bench_vllm(bench_sub: argparse._SubParsersAction) -> None:
 
 
 def _run(args) -> int:
-    from .bench.vllm_serving import run_vllm_bench
-    from .errors import StructgenError
+    from ..bench.vllm_serving import run_vllm_bench
+    from ..errors import StructgenError
 
     python = Path(args.python)
     if not python.exists():
         raise StructgenError(f"no vLLM virtualenv at {python}: run `make test-vllm` once, or pass --python")
     model = args.model
     if model is None:
-        from .models import default_model_folder
+        from ..models import default_model_folder
 
         model = str(default_model_folder())
     run_vllm_bench(python=str(python), model=model, backends=args.backends.split(","), per_dataset=args.per_dataset,

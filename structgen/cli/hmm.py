@@ -1,8 +1,11 @@
-"""``structgen hmm distill``: an HMM for Deco-G, distilled from a model's outputs for a task."""
+"""``structgen hmm distill`` (an HMM for Deco-G, distilled from a model's outputs for a task) and
+``structgen bench decog``."""
 from __future__ import annotations
 
 import argparse
 import sys
+
+from .common import offline
 
 __all__ = ["add_hmm", "add_bench_decog"]
 
@@ -34,12 +37,10 @@ def add_hmm(sub: argparse._SubParsersAction) -> None:
 
 
 def _run_distill(args) -> int:
-    import os
-
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    from .errors import StructgenError
-    from .models import load_model
-    from .runtime.sampling.hmm_distill import distill_hmm, read_prompts
+    offline()
+    from ..errors import StructgenError
+    from ..models import load_model
+    from ..runtime.sampling.hmm_distill import distill_hmm, read_prompts
 
     try:
         prompts = read_prompts(args.prompts)
@@ -74,10 +75,8 @@ def add_bench_decog(bench_sub) -> None:
 
 
 def _run_bench_decog(args) -> int:
-    import os
-
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    from .bench.decog import run_decog_bench
+    offline()
+    from ..bench.decog import run_decog_bench
 
     run_decog_bench(parts=tuple(args.parts.split(",")), hidden=args.hidden, samples=args.samples,
                     finite_hidden=tuple(int(h) for h in args.finite_hidden.split(",")),

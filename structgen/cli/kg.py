@@ -1,7 +1,10 @@
-"""``structgen bench kgqa``: the knowledge-graph benchmark's command line."""
+"""``structgen kg serve`` (a graph as a SPARQL endpoint) and ``structgen bench kgqa`` (the knowledge-graph
+benchmark)."""
 from __future__ import annotations
 
 import argparse
+
+from .common import offline
 
 __all__ = ["add_bench_kgqa", "add_kg"]
 
@@ -20,8 +23,8 @@ def add_kg(sub: argparse._SubParsersAction) -> None:
 def _serve(args) -> int:
     from pathlib import Path
 
-    from .kg import KnowledgeGraph, load_kg
-    from .kg.serve import serve_graph
+    from ..kg import KnowledgeGraph, load_kg
+    from ..kg.serve import serve_graph
 
     kg = KnowledgeGraph.from_file(args.graph) if Path(args.graph).is_file() else load_kg(args.graph)
     serve_graph(kg, args.host, args.port, block=True)
@@ -49,10 +52,8 @@ def add_bench_kgqa(bench_sub: argparse._SubParsersAction) -> None:
 
 
 def _run(args) -> int:
-    import os
-
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    from .bench.kgqa import run_kgqa_bench
+    offline()
+    from ..bench.kgqa import run_kgqa_bench
 
     run_kgqa_bench(graph=args.graph, parts=tuple(args.parts.split(",")), questions=args.questions, limit=args.limit,
                    soundness_n=args.soundness_n, scale_triples=args.scale_triples,

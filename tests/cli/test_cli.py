@@ -62,7 +62,7 @@ def test_a_bad_constraint_is_said_before_the_model_loads(argv, said, capsys, mon
 
 
 def test_generate_finds_a_shipped_schema_by_name(tmp_path, monkeypatch):
-    from structgen.cli import _checked_constraint
+    from structgen.cli.generate import _checked_constraint
     from structgen.shipped import schema_file
 
     monkeypatch.chdir(tmp_path)  # outside a checkout: no schemas/ folder beside
