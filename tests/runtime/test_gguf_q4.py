@@ -10,38 +10,6 @@ from structgen.runtime import gguf_q4
 pytestmark = pytest.mark.skipif(not gguf_q4.available(), reason="this torch has no int4 CPU kernel")
 
 
-class _Tensor:  # what GGUFReader gives: the type, (K, N) shape and the raw blocks
-    def __init__(self, kind, k, n, data):
-        from gguf import GGMLQuantizationType
-
-        self.tensor_type = GGMLQuantizationType[kind]
-        self.shape = (k, n)
-        self.data = data
-
-
-@pytest.mark.parametrize("kind", ["Q4_0", "Q4_1"])
-def test_blocks_decode_to_what_gguf_dequantizes(kind):
-    from gguf import GGMLQuantizationType
-    from gguf.quants import dequantize, quantize
-
-    rng = np.random.default_rng(0)
-    n, k = 16, 64
-    w = rng.normal(size=(n, k)).astype(np.float32)
-    raw = quantize(w, GGMLQuantizationType[kind])
-    q, d, m = gguf_q4._blocks(_Tensor(kind, k, n, raw))
-    assert q.min() >= 0 and q.max() <= 15 and (m is None) == (kind == "Q4_0")
-    expected = dequantize(raw, GGMLQuantizationType[kind]).reshape(n, k)
-    np.testing.assert_array_equal(gguf_q4._dequantized(q, d, m), expected)
-    # and the kernel's convention ((q - 8) * scale + zero) multiplies like the dequantized matrix
-    zero = m + 8 * d if m is not None else np.zeros_like(d)
-    packed = torch.ops.aten._convert_weight_to_int4pack_for_cpu(torch.from_numpy(q), 2)
-    sz = torch.from_numpy(np.stack([d, zero], -1)).transpose(0, 1).contiguous().to(torch.bfloat16)
-    x = torch.randn(3, k)
-    got = torch.ops.aten._weight_int4pack_mm_for_cpu(x.bfloat16(), packed, 32, sz).float()
-    ref = x @ torch.from_numpy(expected).t()
-    assert torch.allclose(got, ref, rtol=0.05, atol=0.05 * ref.abs().max().item())
-
-
 def test_row_order_finds_a_permutation_and_refuses_other_rows():
     a = np.arange(12, dtype=np.float32).reshape(4, 3)
     order = gguf_q4._row_order(a[[2, 0, 3, 1]], a)
@@ -161,3 +129,41 @@ def test_a_cache_packed_for_another_layout_is_packed_again(smol_dense, tmp_path)
     ids = torch.tensor([list(range(1000, 1010))])
     with torch.no_grad():
         assert torch.equal(first(ids).logits, second(ids).logits)
+
+
+@pytest.mark.minutes
+@pytest.mark.parametrize("kind", ["Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0"])
+def test_each_type_runs_as_close_to_its_dense_model_as_q4_1(smol_dense, kind):
+    """SmolLM2's layers quantized to ``kind`` by the ``gguf`` package (the K types it cannot write are
+    checked on Gemma's Q4_K_M in tests/test_second_model_family.py): the int4 path's logits against the
+    dense model of the same weights.  Measured KL 0.00010-0.00031, top-1 agreement 0.99-1.0."""
+    import copy
+    import types
+
+    from gguf import GGMLQuantizationType
+    from gguf.quants import quantize
+
+    from structgen.runtime import gguf_blocks
+
+    class _Tensor:
+        def __init__(self, n, k, raw):
+            self.tensor_type, self.shape, self.data = GGMLQuantizationType[kind], (k, n), raw
+
+    dense, fast = copy.deepcopy(smol_dense.hf_model), copy.deepcopy(smol_dense.hf_model)
+    fast_modules = dict(fast.named_modules())
+    for name, module in dense.named_modules():
+        if not gguf_q4._MODULES.search(name) or not isinstance(module, torch.nn.Linear):
+            continue
+        tensor = _Tensor(*module.weight.shape, quantize(module.weight.detach().float().numpy(), GGMLQuantizationType[kind]))
+        weight = gguf_blocks.dequantized(tensor)
+        module.weight.data = torch.from_numpy(weight.copy())
+        twin = fast_modules[name]
+        twin.weight.data = torch.from_numpy(weight.copy())
+        twin._structgen_q4_weights = gguf_q4._packed_layer(tensor, weight)
+        twin.forward = types.MethodType(gguf_q4._q4_forward, twin)
+    ids = torch.tensor([smol_dense.encode("The committee met on Tuesday to discuss the budget. "
+                                          '{"name": "Alice", "age": 31} In 1998 the river flooded the town. ' * 4)[:200]])
+    with torch.no_grad():
+        a, b = dense(ids).logits[0].float().log_softmax(-1), fast(ids).logits[0].float().log_softmax(-1)
+    kl = float((a.exp() * (a - b)).sum(-1).mean())
+    assert kl < 0.0006 and float((a.argmax(-1) == b.argmax(-1)).float().mean()) >= 0.98
