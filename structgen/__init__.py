@@ -26,7 +26,7 @@ _LAZY = {
     "generate_structural_tag": ("structgen.api", "generate_structural_tag"),
     "generate_sparql": ("structgen.kg.generate", "generate_sparql"),
     "generate_chain": ("structgen.kg.generate", "generate_chain"),
-    "sample": ("structgen.runtime.sampling.draw", "sample"),
+    "sample": ("structgen.api", "sample"),
     "allocate_token_bitmask": ("structgen.runtime.masks", "allocate_token_bitmask"),
     "apply_token_bitmask_inplace": ("structgen.runtime.masks", "apply_token_bitmask_inplace"),
     "fill_next_token_bitmasks": ("structgen.engine.batch_masks", "fill_next_token_bitmasks"),

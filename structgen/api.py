@@ -22,7 +22,7 @@ from .deadlines import DEFAULT_TIMEOUT, deadline_after
 from .models import resolve_model
 from .runtime.prompts import SCHEMA_PROMPTS, request_prompt, schema_prompt, task_prompt
 
-__all__ = ["generate_json", "generate_regex", "generate_grammar", "generate_structural_tag", "compiler_for",
+__all__ = ["generate_json", "generate_regex", "generate_grammar", "generate_structural_tag", "sample", "compiler_for",
            "resolve_model", "schema_prompt", "task_prompt", "reasoning_spec", "DEFAULT_MAX_TOKENS", "DecodingOptions"]
 
 
@@ -30,6 +30,27 @@ __all__ = ["generate_json", "generate_regex", "generate_grammar", "generate_stru
 #: under a grammar (an email "john-john-john...", a tree nesting to the budget) and leaves the values
 #: benchmark's field accuracy as it was (0.642 -> 0.647 and 0.645 -> 0.640 on two seeds of 30 cases)
 JSON_NO_REPEAT_NGRAM = 8
+
+
+def sample(model: Any, prompt: str, *, schema: Any = None, regex: str | None = None, grammar: Any = None,
+           n: int = 1, method: str = "masked", particles: int = 8, temperature: float = 1.0,
+           max_tokens: int = 256, seed: int | None = None, chat: bool = True, system: str | None = None,
+           start: str = "start", estimator: str = "two-pass", whitespace: str = "compact", hmm: Any = None,
+           prune: int | float | None = None, canonical: Any = True, ess_warning: float | None = 0.1):
+    """``structgen.sample``: draw ``n`` outputs under one constraint with a sequence sampler.
+
+    ``model``: a loaded ``Model``, a path or name, or None for the embedded SmolLM2 (resolved here,
+    at the top level: the runtime takes a loaded model).  The other arguments are those of
+    :func:`structgen.runtime.sampling.draw.sample`: ``canonical`` (default True) draws only the
+    tokenizer's own tokenization of each text; ``ess_warning`` is the share of the weighted samples
+    below which a low effective sample size warns (``LowEffectiveSampleSize``).  The result is a list
+    of samples with the weighted set's ``ess`` and ``log_evidence``."""
+    from .runtime.sampling.draw import sample as draw_sample
+
+    return draw_sample(resolve_model(model), prompt, schema=schema, regex=regex, grammar=grammar, n=n,
+                       method=method, particles=particles, temperature=temperature, max_tokens=max_tokens,
+                       seed=seed, chat=chat, system=system, start=start, estimator=estimator,
+                       whitespace=whitespace, hmm=hmm, prune=prune, canonical=canonical, ess_warning=ess_warning)
 
 
 def _run(model, grammar: CompiledGrammar, prompt_text: str, opts: DecodingOptions):

@@ -83,3 +83,12 @@ class CompileLimitExceeded(StructgenError):
     def __init__(self, message: str, *, limit: str):
         self.limit = limit
         super().__init__(message)
+
+
+class StructgenWarning(UserWarning):
+    """Base class of the warnings structgen issues."""
+
+
+class LowEffectiveSampleSize(StructgenWarning):
+    """A weighted sampler's (AWRS, SMC) effective sample size fell below its threshold
+    (``ess_warning=``, 10% of the weighted samples by default): a few samples carry the estimate."""

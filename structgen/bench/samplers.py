@@ -24,6 +24,8 @@ import numpy as np
 
 from ..runtime.sampling.asap import ASAp
 from ..runtime.sampling.awrs import sample_awrs
+from ..runtime.sampling.canonical import resolve_canonical, with_canonical
+from ..runtime.sampling.draw import effective_sample_size
 from ..runtime.sampling.exact import enumerate_target, total_variation
 from ..runtime.sampling.sequence import DeadEnd, sample_masked
 from ..runtime.sampling.smc import run_smc
@@ -63,6 +65,8 @@ def tv_curve(method: str, lm, matcher, pi: dict, *, n: int, max_tokens: int, see
     total_w = 0.0
     curve, exact_curve = [], []
     checks = steps = dead = 0
+    log_ws: list[float] = []  # AWRS: every draw's log weight (-inf for dead ones); SMC: each run's log evidence
+    run_ess: list[float] = []
     passes0 = lm.forward_passes
     asap = ASAp(lm, matcher, max_tokens=max_tokens) if method == "asap" else None
     t0 = time.perf_counter()
@@ -81,9 +85,12 @@ def tv_curve(method: str, lm, matcher, pi: dict, *, n: int, max_tokens: int, see
                 s = sample_awrs(lm, matcher, rng, max_tokens=max_tokens)
                 checks, steps = checks + s.checks, steps + s.steps
                 items = [(tuple(s.token_ids), math.exp(s.log_weight))] if np.isfinite(s.log_weight) else []
+                log_ws.append(s.log_weight)
                 dead += not items
             else:
                 run = run_smc(lm, matcher, rng, particles=particles, max_tokens=max_tokens)
+                log_ws.append(run.log_evidence)
+                run_ess.append(effective_sample_size(p.log_weight for p in run.particles))
                 z = math.exp(run.log_evidence) if np.isfinite(run.log_evidence) else 0.0
                 checks, steps = checks + run.checks, steps + sum(p.steps for p in run.particles)
                 items = [(tuple(p.token_ids), z * math.exp(p.log_weight)) for p in run.particles
@@ -104,7 +111,16 @@ def tv_curve(method: str, lm, matcher, pi: dict, *, n: int, max_tokens: int, see
                 progress(f"{method}: {k} samples, TV {curve[-1][1]:.4f}")
     seconds = time.perf_counter() - t0
     samples = n if method != "smc" else (n // particles) * particles
-    return {"method": method, "curve": curve, "exact_curve": exact_curve, "seconds": seconds,
+    ess = log_evidence = None
+    if method == "awrs":
+        ess = effective_sample_size(log_ws)
+    elif method == "smc":
+        ess = float(np.mean(run_ess)) if run_ess else 0.0  # per run, out of `particles`
+    if log_ws:
+        finite = np.array([w for w in log_ws if np.isfinite(w)])
+        log_evidence = (float(finite.max() + np.log(np.exp(finite - finite.max()).sum() / len(log_ws)))
+                        if len(finite) else float("-inf"))
+    return {"ess": ess, "log_evidence": log_evidence,"method": method, "curve": curve, "exact_curve": exact_curve, "seconds": seconds,
             "ms_per_sample": 1000 * seconds / max(1, samples), "ms_per_token": 1000 * seconds / max(1, steps),
             "forward_passes_per_sample": (lm.forward_passes - passes0) / max(1, samples),
             "checks_per_token": checks / max(1, steps) if method in ("masked", "awrs", "smc") else None,
@@ -133,12 +149,16 @@ def _model_loglik(model, prompt_ids: list[int], ids: list[int]) -> float:
 
 def run_samplers_bench(*, toy_samples: int = 20000, real_samples: int = 2000, jsb_schemas: int = 6,
                        particles: int = 16, real_particles: int = 8, seed: int = 0, out_dir: str | Path | None = None,
-                       parts: tuple[str, ...] = ("toy", "real", "jsb"), echo: Callable[[str], None] = print) -> dict:
+                       parts: tuple[str, ...] = ("toy", "real", "jsb"), echo: Callable[[str], None] = print,
+                       canonical: bool = True) -> dict:
+    """The three parts; ``canonical`` (SmolLM2 parts): the samplers and the exact target over
+    canonical tokenizations (False: every tokenization)."""
     from ..engine.matcher import Matcher
 
     out: dict[str, Any] = {"settings": {"toy_samples": toy_samples, "real_samples": real_samples,
                                         "jsb_schemas": jsb_schemas, "particles": particles,
-                                        "real_particles": real_particles, "seed": seed}}
+                                        "real_particles": real_particles, "seed": seed,
+                                        "canonical": canonical}}
     if "toy" in parts:
         lm, grammar, _ = toy_problem()
         m = Matcher(grammar)
@@ -160,7 +180,7 @@ def run_samplers_bench(*, toy_samples: int = 20000, real_samples: int = 2000, js
         grammar = compiler_for(model).compile_regex(REAL_REGEX)
         prompt_ids = model.encode(model.chat_prompt(REAL_PROMPT))
         lm = ModelLM(model, prompt_ids, temperature=1.0)
-        m = Matcher(grammar)
+        m = with_canonical(Matcher(grammar), resolve_canonical(canonical, model=model))
         t0 = time.perf_counter()
         exact = enumerate_target(lm, m, max_tokens=16)
         enum_s = time.perf_counter() - t0
@@ -179,7 +199,7 @@ def run_samplers_bench(*, toy_samples: int = 20000, real_samples: int = 2000, js
                        "top_strings": sorted(strings.items(), key=lambda kv: -kv[1])[:5]}
         echo(format_part(f"SmolLM2, `{REAL_REGEX}`", out["real"]))
     if "jsb" in parts:
-        out["jsb"] = _jsb_part(model, jsb_schemas, seed, real_particles, echo)
+        out["jsb"] = _jsb_part(model, jsb_schemas, seed, real_particles, echo, canonical=canonical)
     if out_dir is not None:
         d = Path(out_dir)
         d.mkdir(parents=True, exist_ok=True)
@@ -188,7 +208,8 @@ def run_samplers_bench(*, toy_samples: int = 20000, real_samples: int = 2000, js
     return out
 
 
-def _jsb_part(model, n_schemas: int, seed: int, particles: int, echo, max_tokens: int = 160) -> dict:
+def _jsb_part(model, n_schemas: int, seed: int, particles: int, echo, max_tokens: int = 160,
+              canonical: bool = True) -> dict:
     import jsonschema
 
     from ..compiler import compiler_for
@@ -218,7 +239,7 @@ def _jsb_part(model, n_schemas: int, seed: int, particles: int, echo, max_tokens
             t0 = time.perf_counter()
             try:
                 samples = draw_samples(lm, g, model.info, n=1, method=meth, particles=particles,
-                                       max_tokens=max_tokens, seed=seed)
+                                       max_tokens=max_tokens, seed=seed, canonical=canonical)
                 s = draw_one(samples, seed)
             except Exception:  # noqa: BLE001 - no output within the budget (every particle died, dead ends)
                 rows[meth]["n"] += 1
@@ -255,14 +276,17 @@ def format_part(title: str, part: dict) -> str:
              f"{part['sequences']} token sequences, P(L) = {part['p_l']:.4g}, masking's exact bias TV(q, pi) = "
              f"{part['tv_q_pi']:.3f}; noise floor of as many exact draws: {part['floor']:.4f}", "",
              "| method | TV to pi at checkpoints (samples: TV) | final TV | ms/sample | ms/token | LM calls/sample "
-             "| checks/token |", "|---|---|---:|---:|---:|---:|---:|"]
+             "| checks/token | ESS |", "|---|---|---:|---:|---:|---:|---:|---:|"]
     for r in part["rows"]:
         pts = ", ".join(f"{k}: {v:.3f}" for k, v in r["curve"][:-1])
         final = r["curve"][-1][1]
         extra = f" (next-sample, exact: {r['exact_curve'][-1][1]:.4f})" if r["exact_curve"] else ""
         chk = f"{r['checks_per_token']:.1f}" if r["checks_per_token"] is not None else ""
+        ess = r.get("ess")
+        ess_s = "" if ess is None else (f"{ess:.1f} of {r['curve'][-1][0]}" if r["method"] == "awrs"
+                                        else f"{ess:.1f} per run")
         lines.append(f"| {r['method']} | {pts} | {final:.4f}{extra} | {r['ms_per_sample']:.2f} | "
-                     f"{r['ms_per_token']:.3f} | {r['forward_passes_per_sample']:.2f} | {chk} |")
+                     f"{r['ms_per_token']:.3f} | {r['forward_passes_per_sample']:.2f} | {chk} | {ess_s} |")
     return "\n".join(lines) + "\n"
 
 

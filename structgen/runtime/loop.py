@@ -116,6 +116,10 @@ class GenerationResult:
     extra: dict[str, Any] = field(default_factory=dict)
     #: ``generate_json(reasoning=True)``: the thinking text before the JSON (``text`` is the JSON alone)
     reasoning: str | None = None
+    #: with a weighting ``sampler`` (``awrs``, ``smc``): the effective sample size of the weighted set
+    #: the output was drawn from, and its estimate of log P(constraint) (None otherwise)
+    ess: float | None = None
+    log_evidence: float | None = None
 
     @property
     def overall_tokens_per_second(self) -> float:

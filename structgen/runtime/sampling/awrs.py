@@ -80,7 +80,9 @@ def awrs_step(lp: np.ndarray, viable: Callable[[int], bool], rng: np.random.Gene
         rejected_mass += p[t]
         n_rej += 1
         live[t] = False
-    keep = 1.0 - rejected_mass
+    # 1 - R as the mass left (not 1 - sum of the rejected): where the constraint keeps a tiny share
+    # (1e-17 after a canonical prefix) the subtraction would round it to 0 and kill the particle
+    keep = float(p[live].sum()) if y is not None else 0.0
     if y is None or keep <= 0.0:
         return None, float("-inf"), checks
     if estimator == "recursive":
@@ -114,8 +116,8 @@ def _geometric(p: np.ndarray, live: np.ndarray, viable, rng: np.random.Generator
     y = None
     known: dict[int, bool] = {}
     while accepts < k:
-        keep = 1.0 - rejected_mass
-        if keep <= 1e-15 or pool.sum() <= 0:
+        keep = float(pool.sum())  # the mass not rejected (see awrs_step)
+        if keep <= 0.0:
             break
         draws += int(rng.geometric(keep)) - 1  # phantom hits on rejected tokens
         i = int(rng.choice(len(ids), p=pool / pool.sum()))

@@ -209,20 +209,34 @@ class DecoG:
         if not np.isfinite(self.table.log_scale[self.max_len, self.dfa.start]):
             raise GenerationError(f"no output of the format fits within {self.max_len} tokens", reason="max_tokens")
 
-    def sample(self, lm, rng: np.random.Generator, prefix_lm: Sequence[int] = ()) -> SequenceSample:
-        """One output (EOS excluded), the LM asked at each prefix (``lm.logprobs``)."""
+    def sample(self, lm, rng: np.random.Generator, prefix_lm: Sequence[int] = (), *,
+               canonical=None) -> SequenceSample:
+        """One output (EOS excluded), the LM asked at each prefix (``lm.logprobs``).  ``canonical``
+        (a ``CanonicalFilter``): each step's distribution is restricted to the tokens it allows and
+        renormalised (the backward table does not see the filter: a step it leaves empty is a
+        ``DeadEnd``, and the sample is drawn again by the caller)."""
         self.check_feasible()
         dfa, hmm = self.dfa, self.hmm
         s, a = dfa.start, hmm.forward_start()
+        cs = canonical.start if canonical is not None else None
         out: list[int] = []
         for step in range(self.max_len):
             ids, lp = self.step_logprobs(a, s, self.max_len - step, lm.logprobs(list(prefix_lm) + out))
             p = np.exp(lp)
+            if canonical is not None:
+                ok = canonical.allowed(cs)[np.minimum(ids, canonical.vocab_size - 1)]
+                end = np.isin(ids, list(dfa.eos_ids))
+                ok = np.where(end, canonical.can_end(cs), ok)
+                p = np.where(ok, p, 0.0)
+                if not p.sum() > 0:
+                    raise DeadEnd(f"no canonical token may follow after {len(out)} tokens")
             t = int(ids[rng.choice(len(ids), p=p / p.sum())])
             s = dfa.step(s, t)
             if dfa.absorbing[s]:
                 return SequenceSample(out, 0.0, steps=step + 1)  # no matcher checks: the table decides
             out.append(t)
+            if canonical is not None:
+                cs = canonical.advance(cs, t)
             a = hmm.forward_step(a, t)
         if self.exact_length and dfa.final[s]:
             return SequenceSample(out, 0.0, steps=self.max_len)

@@ -11,6 +11,15 @@
 * ``"decog"`` -- Deco-G: an HMM distilled from the model (``hmm=``) looks ahead over the format
   (a regular constraint) and reweights each token by its probability of still finishing it; the
   model's prompt carries only the task.
+
+Every method draws canonical tokenizations by default (``canonical=True``: the tokenizer's own
+split of the text, ``runtime/sampling/canonical.py``); ``canonical=False`` lets every tokenization
+through, the old target.  Weighted results carry their effective sample size (``ess``) and the
+estimate of log P(L) (``log_evidence``); an ESS below ``ess_warning`` times the number of weighted
+samples raises a :class:`~structgen.errors.LowEffectiveSampleSize` warning.
+
+The entry takes a resolved structgen ``Model``: ``structgen.sample`` (``api.py``) resolves names
+and paths; nothing in ``runtime/`` loads a model.
 """
 from __future__ import annotations
 
@@ -18,20 +27,27 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import math
 import time
+import warnings
 import weakref
 
 import numpy as np
 
-from ...errors import InvalidArgument
+from ...errors import InvalidArgument, LowEffectiveSampleSize
 from .asap import ASAp
 from .awrs import ESTIMATORS, sample_awrs
 from .lm import ModelLM
 from .sequence import DeadEnd, sample_masked
 from ...sampler_methods import METHODS, check_method
+from .canonical import resolve_canonical, with_canonical
 from .smc import run_smc
 
-__all__ = ["Sample", "sample", "METHODS", "draw_one", "draw_samples", "generate_with_sampler"]
+__all__ = ["Sample", "Samples", "sample", "METHODS", "draw_one", "draw_samples", "generate_with_sampler",
+           "effective_sample_size", "DEFAULT_ESS_WARNING"]
+
+#: warn when the effective sample size falls below this share of the weighted samples
+DEFAULT_ESS_WARNING = 0.1
 
 
 
@@ -39,7 +55,11 @@ __all__ = ["Sample", "sample", "METHODS", "draw_one", "draw_samples", "generate_
 class Sample:
     """One output.  ``log_weight``: 0 for ``masked`` and ``asap``; for ``awrs`` the log of the
     sequence's importance weight; for ``smc`` the particle's normalised log weight within its run
-    (``run``), whose estimate of log P(L) is ``log_evidence``.  ``checks``: constraint checks made."""
+    (``run``), whose estimate of log P(L) is ``log_evidence``.  ``checks``: constraint checks made.
+    ``ess``: the effective sample size of the weighted set the sample belongs to (all ``n`` AWRS
+    samples, or its SMC run's particles); ``log_evidence`` for AWRS: log of the mean weight over
+    every draw (dead ones count 0), an unbiased estimate of P(L) in log space.  None for unweighted
+    methods."""
 
     text: str
     token_ids: list[int]
@@ -47,6 +67,45 @@ class Sample:
     run: int = 0
     log_evidence: float | None = None
     checks: int = 0
+    ess: float | None = None
+
+
+class Samples(list):
+    """The samples of one call (a list of :class:`Sample`) with the weighted set's summary:
+    ``ess`` (for SMC the smallest over its runs), ``log_evidence`` (for SMC the mean over runs of
+    each run's estimate, in log space), ``method``.  Unweighted methods: ``ess`` = the number of
+    samples, ``log_evidence`` None."""
+
+    ess: float | None = None
+    log_evidence: float | None = None
+    method: str = ""
+
+
+def effective_sample_size(log_weights) -> float:
+    """``(sum w)^2 / sum w^2`` of the weights ``exp(log_weights)`` (0 when every weight is 0)."""
+    lw = np.asarray(list(log_weights), dtype=np.float64)
+    lw = lw[np.isfinite(lw)]
+    if not len(lw):
+        return 0.0
+    w = np.exp(lw - lw.max())
+    return float(w.sum() ** 2 / (w ** 2).sum())
+
+
+def _log_mean_exp(lw, n: int) -> float:
+    lw = np.asarray(list(lw), dtype=np.float64)
+    lw = lw[np.isfinite(lw)]
+    if not len(lw) or n <= 0:
+        return float("-inf")
+    m = float(lw.max())
+    return m + math.log(float(np.exp(lw - m).sum()) / n)
+
+
+def _warn_ess(ess: float, count: int, threshold: float | None, what: str) -> None:
+    if threshold is None or count < 2 or ess >= threshold * count:
+        return
+    warnings.warn(f"{what}: effective sample size {ess:.1f} of {count} weighted samples (below "
+                  f"{threshold:.0%}): a few samples carry the estimate; draw more (n=, particles=), "
+                  "or the constraint is very unlikely under the model", LowEffectiveSampleSize, stacklevel=4)
 
 
 def _constraint(model, schema, regex, grammar, start: str, whitespace: str):
@@ -75,31 +134,40 @@ def sample(model: Any, prompt: str, *, schema: Any = None, regex: str | None = N
            n: int = 1, method: str = "masked", particles: int = 8, temperature: float = 1.0,
            max_tokens: int = 256, seed: int | None = None, chat: bool = True, system: str | None = None,
            start: str = "start", estimator: str = "two-pass", whitespace: str = "compact", hmm: Any = None,
-           prune: int | float | None = None) -> list[Sample]:
-    """Draw ``n`` outputs under one constraint (``schema=``, ``regex=`` or ``grammar=``).
+           prune: int | float | None = None, canonical: Any = True,
+           ess_warning: float | None = DEFAULT_ESS_WARNING) -> Samples:
+    """Draw ``n`` outputs under one constraint (``schema=``, ``regex=`` or ``grammar=``) from a
+    structgen ``Model`` (``structgen.sample`` resolves a name or path first).
 
     For ``method="smc"``, ``n`` is the number of independent runs and each returns its
     ``particles`` samples.  The same ``seed`` gives the same samples.  Every returned output
     satisfies the constraint; an output the budget cannot finish is never returned (a sample
     that meets a dead end is drawn again, at most ``10 n`` times).
 
+    ``canonical`` (default True): only the tokenizer's own tokenization of each text is drawn (the
+    target is the model's distribution over canonical tokenizations restricted to the constraint);
+    False: every tokenization, as before.  ``ess_warning``: the share of the weighted samples below
+    which a low effective sample size warns (None: never).
+
     ``method="decog"`` needs ``hmm=`` (an ``HMM`` or the path of one saved by ``structgen hmm
     distill``); the prompt is given to the model as it is, without the schema (the HMM carries the
     format); ``prune``: keep the top ``prune`` hidden states each step (an int) or the fewest holding
     that share of their mass (a float below 1)."""
-    from ...models import resolve_model
     from ..prompts import schema_prompt
 
     _check_method(method, estimator)
     if n < 1:
         raise InvalidArgument(f"n must be >= 1, got {n}")
-    model = resolve_model(model)
+    if model is None or isinstance(model, (str, Path)):
+        raise InvalidArgument("runtime.sampling.draw.sample takes a loaded Model: call structgen.sample, "
+                              "which resolves names and paths")
     compiled, kind = _constraint(model, schema, regex, grammar, start, whitespace)
     text = schema_prompt(schema, prompt) if kind == "json" and method != "decog" else prompt
     prompt_text = model.chat_prompt(text, system=system) if chat else text
     lm = ModelLM(model, model.encode(prompt_text), temperature=temperature)
     return draw_samples(lm, compiled, model.info, n=n, method=method, particles=particles,
-                        max_tokens=max_tokens, seed=seed, estimator=estimator, hmm=hmm, prune=prune)
+                        max_tokens=max_tokens, seed=seed, estimator=estimator, hmm=hmm, prune=prune,
+                        canonical=canonical, ess_warning=ess_warning)
 
 
 _TOKEN_DFAS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()  # compiled grammar -> token DFA
@@ -124,35 +192,48 @@ def decog_sampler(compiled, hmm: Any, vocab_size: int, max_tokens: int, prune: i
 
 def draw_samples(lm, compiled, info, *, n: int, method: str, particles: int = 8, max_tokens: int = 256,
                  seed: int | None = None, estimator: str = "two-pass", budget_aware: bool = True,
-                 hmm: Any = None, prune: int | float | None = None) -> list[Sample]:
+                 hmm: Any = None, prune: int | float | None = None, canonical: Any = True,
+                 ess_warning: float | None = DEFAULT_ESS_WARNING, ess_threshold: float = 0.5) -> Samples:
     """:func:`sample` on an already built LM view and compiled constraint (tests, benchmarks).
 
     ``budget_aware`` (AWRS and SMC): a token is viable only if the output can still finish within
     ``max_tokens`` (the budget guard's test), so a particle steers towards ending instead of dying
-    at the budget; the target is then the outputs that stay finishable at every step."""
+    at the budget; the target is then the outputs that stay finishable at every step.
+    ``canonical``: True (the filter of the LM's model; none for a toy LM without a tokenizer),
+    False, or a ``CanonicalFilter``.  ``ess_threshold``: SMC resamples when its ESS falls below
+    this share of the particles."""
     from ...engine.matcher import Matcher
 
     _check_method(method, estimator)
     rng = np.random.default_rng(seed)
-    matcher = Matcher(compiled)
-    out: list[Sample] = []
+    filt = resolve_canonical(canonical, lm)
+    matcher = with_canonical(Matcher(compiled), filt)
+    out = Samples()
+    out.method = method
 
     def text(ids) -> str:
         return info.decode_bytes(ids).decode("utf-8", errors="replace")
 
     if method == "smc":
+        evidences, worst = [], None
         for r in range(n):
             run = run_smc(lm, matcher, rng, particles=particles, max_tokens=max_tokens, estimator=estimator,
-                          budget_aware=budget_aware)
+                          budget_aware=budget_aware, ess_threshold=ess_threshold)
+            ess = effective_sample_size(p.log_weight for p in run.particles)
+            _warn_ess(ess, particles, ess_warning, f"smc run {r}")
+            evidences.append(run.log_evidence)
+            worst = ess if worst is None else min(worst, ess)
             for p in run.particles:
                 if not np.isfinite(p.log_weight):
                     continue  # a particle that died is no output (its normalised weight is 0)
                 out.append(Sample(text(p.token_ids), p.token_ids, p.log_weight, r, run.log_evidence,
-                                  run.checks // max(1, particles)))
+                                  run.checks // max(1, particles), ess))
+        out.ess = worst
+        out.log_evidence = _log_mean_exp(evidences, len(evidences))
         return out
     trie = ASAp(lm, matcher, max_tokens=max_tokens) if method == "asap" else None
     decog = decog_sampler(compiled, hmm, info.vocab_size, max_tokens, prune) if method == "decog" else None
-    failures = 0
+    failures = dead = 0
     while len(out) < n:
         try:
             if method == "masked":
@@ -160,11 +241,12 @@ def draw_samples(lm, compiled, info, *, n: int, method: str, particles: int = 8,
             elif method == "asap":
                 s = trie.sample(rng)
             elif method == "decog":
-                s = decog.sample(lm, rng)
+                s = decog.sample(lm, rng, canonical=filt)
             else:
                 s = sample_awrs(lm, matcher, rng, max_tokens=max_tokens, estimator=estimator,
                                 budget_aware=budget_aware)
                 if not np.isfinite(s.log_weight):
+                    dead += 1  # a draw of weight 0: it counts in the evidence estimate
                     raise DeadEnd("the AWRS sample died")
         except DeadEnd:
             failures += 1
@@ -172,13 +254,23 @@ def draw_samples(lm, compiled, info, *, n: int, method: str, particles: int = 8,
                 raise
             continue
         out.append(Sample(text(s.token_ids), s.token_ids, s.log_weight, len(out), None, s.checks))
+    if method == "awrs":
+        out.ess = effective_sample_size(x.log_weight for x in out)
+        out.log_evidence = _log_mean_exp([x.log_weight for x in out], len(out) + dead)
+        for x in out:
+            x.ess, x.log_evidence = out.ess, out.log_evidence
+        _warn_ess(out.ess, len(out), ess_warning, "awrs")
+    else:
+        out.ess = float(len(out))
     return out
 
 
 def draw_one(samples: list[Sample], seed: int | None) -> Sample:
     """One output from a sampler's approximation of the target: a particle by its normalised
     weight for ``smc``, else the first sample."""
-    if len(samples) == 1 or samples[0].log_evidence is None:
+    method = getattr(samples, "method", "")
+    smc = method == "smc" if method else samples[0].log_evidence is not None
+    if len(samples) == 1 or not smc:
         return samples[0]
     lw = np.array([s.log_weight for s in samples])
     if not np.isfinite(lw).any():
@@ -191,10 +283,12 @@ def draw_one(samples: list[Sample], seed: int | None) -> Sample:
 
 def generate_with_sampler(model: Any, grammar: Any, ids: list[int], *, max_tokens: int, temperature: float | None,
                           top_p: float, top_k: int, seed: int | None, sampler: str, particles: int,
-                          hmm: Any = None, deadline: float | None = None):
+                          hmm: Any = None, deadline: float | None = None, canonical: Any = True,
+                          ess_warning: float | None = DEFAULT_ESS_WARNING):
     """One output for ``generate_*(sampler=...)`` and the LangChain model: a draw from the
     sampler's approximation of the target, as a ``GenerationResult`` (``log_weight`` and, in
-    ``extra``, forward passes, constraint checks and the run's log P(L) estimate)."""
+    ``extra``, forward passes, constraint checks and the run's log P(L) estimate; ``ess`` and
+    ``log_evidence`` of the weighted set it was drawn from on the result itself)."""
     from ...errors import GenerationError
     from ..loop import GenerationResult
 
@@ -209,7 +303,8 @@ def generate_with_sampler(model: Any, grammar: Any, ids: list[int], *, max_token
     lm = ModelLM(model, ids, temperature=temperature or 1.0, deadline=deadline)
     try:
         samples = draw_samples(lm, grammar, model.info, n=1, method=sampler, particles=particles,
-                               max_tokens=max_tokens, seed=seed, hmm=hmm)
+                               max_tokens=max_tokens, seed=seed, hmm=hmm, canonical=canonical,
+                               ess_warning=ess_warning)
     except DeadEnd as e:
         raise GenerationError(f"sampler={sampler!r} found no output within max_tokens={max_tokens}: {e}") from None
     if not samples:
@@ -221,6 +316,6 @@ def generate_with_sampler(model: Any, grammar: Any, ids: list[int], *, max_token
                             num_tokens=len(s.token_ids), seconds=seconds,
                             tokens_per_second=len(s.token_ids) / seconds if seconds > 0 else 0.0,
                             finish_reason="eos", text_bytes=raw, prompt_tokens=len(ids), steps=len(s.token_ids) + 1,
-                            log_weight=s.log_weight,
+                            log_weight=s.log_weight, ess=samples.ess, log_evidence=samples.log_evidence,
                             extra={"sampler": sampler, "forward_passes": lm.forward_passes, "checks": s.checks,
-                                   "log_evidence": s.log_evidence})
+                                   "log_evidence": s.log_evidence, "ess": samples.ess})

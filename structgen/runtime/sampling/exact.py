@@ -8,6 +8,11 @@ language (two tokenizations of a string are two outcomes):
   what ASAp, AWRS+SMC and Deco-G aim at;
 * the local target ``q(x) = prod_i p(x_i | x_<i) m(x_i) / Z_i`` -- what masking samples;
 * ``P(L)``, the model's probability of ending inside the language.
+
+By default (``canonical=True``) only canonical tokenizations are walked (the tokenizer's own split of
+each text, ``canonical.py``): the target the samplers aim at by default.  ``canonical=False``
+enumerates every tokenization (the old target).  A toy LM without a tokenizer has no filter unless
+one is passed.
 """
 from __future__ import annotations
 
@@ -17,6 +22,7 @@ from typing import Iterable, Sequence
 
 import numpy as np
 
+from .canonical import CanonicalMatcher, resolve_canonical, with_canonical
 from .constraint import allowed_ids, limit_to_eos
 
 __all__ = ["ExactTarget", "enumerate_target", "total_variation"]
@@ -39,13 +45,20 @@ class ExactTarget:
         return {x: math.exp(v - lpl) for x, v in self.log_p.items()}
 
     def local_target(self) -> dict[tuple, float]:
-        return {x: math.exp(v) for x, v in self.log_q.items()}
+        """What masking samples: ``q`` renormalised over the outputs (a dead end -- a prefix with no
+        completion, which the canonical filter can make -- sends masking back to draw again)."""
+        q = {x: math.exp(v) for x, v in self.log_q.items()}
+        z = sum(q.values())
+        return {x: v / z for x, v in q.items()} if z > 0 else q
 
 
-def enumerate_target(lm, matcher, *, max_tokens: int, max_nodes: int = 200_000) -> ExactTarget:
+def enumerate_target(lm, matcher, *, max_tokens: int, max_nodes: int = 200_000, canonical=True) -> ExactTarget:
     """Walk every viable prefix of ``matcher``'s language (from its current state) up to
     ``max_tokens`` tokens (EOS included).  Raises ``ValueError`` past ``max_nodes`` prefixes:
-    the language is too large to enumerate."""
+    the language is too large to enumerate.  ``canonical``: True (the filter of the LM's model),
+    False (every tokenization) or a ``CanonicalFilter``; a matcher already wrapped by one is kept."""
+    if not isinstance(matcher, CanonicalMatcher):
+        matcher = with_canonical(matcher, resolve_canonical(canonical, lm))
     out = ExactTarget()
     eos = frozenset(lm.eos_ids)
 
