@@ -4,7 +4,7 @@ from __future__ import annotations
 from .errors import InvalidArgument
 
 #: ``structgen.sample`` / ``generate_*(sampler=...)`` methods, in the order the docs present them
-METHODS = ("masked", "asap", "awrs", "smc", "decog")
+METHODS = ("masked", "asap", "awrs", "smc", "twisted-smc", "decog")
 
 
 def check_method(method: str) -> None:

@@ -144,7 +144,7 @@ def _finite_part(model, *, hidden_sizes: Sequence[int], samples: int, seed: int,
     prompt_ids = model.encode(model.chat_prompt(FINITE_PROMPT))
     # every prefix of the language is asked again by Deco-G's exact distribution: keep them all
     lm = ModelLM(model, prompt_ids, temperature=1.0, cache_bytes=2 << 30)
-    exact = enumerate_target(lm, Matcher(grammar), max_tokens=16)
+    exact = enumerate_target(lm, Matcher(grammar), max_tokens=16, canonical=False)  # every tokenization
     pi, q = exact.global_target(), exact.local_target()
     canon: dict[str, tuple] = {}
     for x, v in pi.items():

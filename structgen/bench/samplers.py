@@ -22,13 +22,9 @@ from typing import Any, Callable
 
 import numpy as np
 
-from ..runtime.sampling.asap import ASAp
-from ..runtime.sampling.awrs import sample_awrs
 from ..runtime.sampling.canonical import resolve_canonical, with_canonical
-from ..runtime.sampling.draw import effective_sample_size
 from ..runtime.sampling.exact import enumerate_target, total_variation
-from ..runtime.sampling.sequence import DeadEnd, sample_masked
-from ..runtime.sampling.smc import run_smc
+from .tv_curves import _noise_floor, tv_curve
 
 __all__ = ["run_samplers_bench", "toy_problem", "tv_curve"]
 
@@ -51,89 +47,6 @@ def toy_problem():
     return HashLM(5, (4,), seed=0, scale=1.0, bias={0: 1.0}), grammar, info
 
 
-def _checkpoints(n: int) -> list[int]:
-    pts = [c for c in (30, 100, 300, 1000, 3000, 10000, 30000, 100000) if c < n]
-    return pts + [n]
-
-
-def tv_curve(method: str, lm, matcher, pi: dict, *, n: int, max_tokens: int, seed: int, particles: int = 16,
-             progress: Callable[[str], None] | None = None) -> dict:
-    """TV of the first k samples to ``pi`` at checkpoints k, plus costs.  SMC counts particles:
-    ``n // particles`` runs, each run's particles weighted by its evidence times their weight."""
-    rng = np.random.default_rng(seed)
-    counts: dict[tuple, float] = {}
-    total_w = 0.0
-    curve, exact_curve = [], []
-    checks = steps = dead = 0
-    log_ws: list[float] = []  # AWRS: every draw's log weight (-inf for dead ones); SMC: each run's log evidence
-    run_ess: list[float] = []
-    passes0 = lm.forward_passes
-    asap = ASAp(lm, matcher, max_tokens=max_tokens) if method == "asap" else None
-    t0 = time.perf_counter()
-    done = 0
-    marks = _checkpoints(n)
-    while done < n:
-        items: list[tuple[tuple, float]] = []
-        try:
-            if method == "masked":
-                s = sample_masked(lm, matcher, rng, max_tokens=max_tokens)
-                items, checks, steps = [(tuple(s.token_ids), 1.0)], checks + s.checks, steps + s.steps
-            elif method == "asap":
-                s = asap.sample(rng)
-                items, steps = [(tuple(s.token_ids), 1.0)], steps + s.steps
-            elif method == "awrs":
-                s = sample_awrs(lm, matcher, rng, max_tokens=max_tokens)
-                checks, steps = checks + s.checks, steps + s.steps
-                items = [(tuple(s.token_ids), math.exp(s.log_weight))] if np.isfinite(s.log_weight) else []
-                log_ws.append(s.log_weight)
-                dead += not items
-            else:
-                run = run_smc(lm, matcher, rng, particles=particles, max_tokens=max_tokens)
-                log_ws.append(run.log_evidence)
-                run_ess.append(effective_sample_size(p.log_weight for p in run.particles))
-                z = math.exp(run.log_evidence) if np.isfinite(run.log_evidence) else 0.0
-                checks, steps = checks + run.checks, steps + sum(p.steps for p in run.particles)
-                items = [(tuple(p.token_ids), z * math.exp(p.log_weight)) for p in run.particles
-                         if np.isfinite(p.log_weight)]
-        except DeadEnd:
-            dead += 1
-        done += particles if method == "smc" else 1
-        for x, w in items:
-            counts[x] = counts.get(x, 0.0) + w
-            total_w += w
-        while marks and done >= marks[0]:
-            k = marks.pop(0)
-            f = {x: v / total_w for x, v in counts.items()} if total_w > 0 else {}
-            curve.append((k, total_variation(pi, f)))
-            if asap is not None:
-                exact_curve.append((k, total_variation(pi, {x: asap.next_sample_probability(x) for x in pi})))
-            if progress:
-                progress(f"{method}: {k} samples, TV {curve[-1][1]:.4f}")
-    seconds = time.perf_counter() - t0
-    samples = n if method != "smc" else (n // particles) * particles
-    ess = log_evidence = None
-    if method == "awrs":
-        ess = effective_sample_size(log_ws)
-    elif method == "smc":
-        ess = float(np.mean(run_ess)) if run_ess else 0.0  # per run, out of `particles`
-    if log_ws:
-        finite = np.array([w for w in log_ws if np.isfinite(w)])
-        log_evidence = (float(finite.max() + np.log(np.exp(finite - finite.max()).sum() / len(log_ws)))
-                        if len(finite) else float("-inf"))
-    return {"ess": ess, "log_evidence": log_evidence,"method": method, "curve": curve, "exact_curve": exact_curve, "seconds": seconds,
-            "ms_per_sample": 1000 * seconds / max(1, samples), "ms_per_token": 1000 * seconds / max(1, steps),
-            "forward_passes_per_sample": (lm.forward_passes - passes0) / max(1, samples),
-            "checks_per_token": checks / max(1, steps) if method in ("masked", "awrs", "smc") else None,
-            "dead": dead}
-
-
-def _noise_floor(pi: dict, n: int, seed: int = 12345) -> float:
-    keys = list(pi)
-    p = np.array([pi[k] for k in keys])
-    draws = np.random.default_rng(seed).choice(len(keys), size=n, p=p / p.sum())
-    return total_variation(pi, [keys[i] for i in draws])
-
-
 def _model_loglik(model, prompt_ids: list[int], ids: list[int]) -> float:
     """log P(output, EOS | prompt) under the model at temperature 1 (one forward pass)."""
     import torch
@@ -150,7 +63,8 @@ def _model_loglik(model, prompt_ids: list[int], ids: list[int]) -> float:
 def run_samplers_bench(*, toy_samples: int = 20000, real_samples: int = 2000, jsb_schemas: int = 6,
                        particles: int = 16, real_particles: int = 8, seed: int = 0, out_dir: str | Path | None = None,
                        parts: tuple[str, ...] = ("toy", "real", "jsb"), echo: Callable[[str], None] = print,
-                       canonical: bool = True) -> dict:
+                       canonical: bool = True, unlikely_count: int = 4, unlikely_samples: int = 4000,
+                       unlikely_particles: int = 16, unlikely_seed: int | None = None) -> dict:
     """The three parts; ``canonical`` (SmolLM2 parts): the samplers and the exact target over
     canonical tokenizations (False: every tokenization)."""
     from ..engine.matcher import Matcher
@@ -169,7 +83,7 @@ def run_samplers_bench(*, toy_samples: int = 20000, real_samples: int = 2000, js
         out["toy"] = {"sequences": len(pi), "p_l": math.exp(exact.log_pl), "tv_q_pi": total_variation(pi, q),
                       "floor": _noise_floor(pi, toy_samples), "rows": rows}
         echo(format_part("Toy (exact harness)", out["toy"]))
-    if "real" in parts or "jsb" in parts:
+    if "real" in parts or "jsb" in parts or "unlikely" in parts:
         from ..compiler import compiler_for
         from ..models import load_model
 
@@ -200,11 +114,22 @@ def run_samplers_bench(*, toy_samples: int = 20000, real_samples: int = 2000, js
         echo(format_part(f"SmolLM2, `{REAL_REGEX}`", out["real"]))
     if "jsb" in parts:
         out["jsb"] = _jsb_part(model, jsb_schemas, seed, real_particles, echo, canonical=canonical)
+    if "unlikely" in parts:
+        from .samplers_unlikely import run_unlikely_part
+
+        echo("### SmolLM2 on unlikely languages (prompts about something else)\n")
+        out["unlikely"] = run_unlikely_part(model, seed=seed if unlikely_seed is None else unlikely_seed,
+                                            count=unlikely_count, samples=unlikely_samples,
+                                            particles=unlikely_particles, canonical=canonical, echo=echo)
     if out_dir is not None:
         d = Path(out_dir)
         d.mkdir(parents=True, exist_ok=True)
         (d / "samplers.json").write_text(json.dumps(out, indent=1, default=str))
         plot_curves(out, d / "samplers-tv.png")
+        if out.get("unlikely", {}).get("cases"):
+            from .samplers_unlikely import plot_unlikely
+
+            plot_unlikely(out["unlikely"], d / "samplers-unlikely-tv.png")
     return out
 
 
@@ -284,7 +209,7 @@ def format_part(title: str, part: dict) -> str:
         chk = f"{r['checks_per_token']:.1f}" if r["checks_per_token"] is not None else ""
         ess = r.get("ess")
         ess_s = "" if ess is None else (f"{ess:.1f} of {r['curve'][-1][0]}" if r["method"] == "awrs"
-                                        else f"{ess:.1f} per run")
+                                        else f"{ess:.1f} of {r.get('particles')} per run")
         lines.append(f"| {r['method']} | {pts} | {final:.4f}{extra} | {r['ms_per_sample']:.2f} | "
                      f"{r['ms_per_token']:.3f} | {r['forward_passes_per_sample']:.2f} | {chk} | {ess_s} |")
     return "\n".join(lines) + "\n"
@@ -334,3 +259,4 @@ def plot_curves(out: dict, path: Path) -> None:
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
+

@@ -229,7 +229,12 @@ def add_bench_samplers(bench_sub) -> None:
     p.add_argument("--schemas", type=int, default=6, help="JSONSchemaBench schemas (default 6)")
     p.add_argument("--particles", type=int, default=16, help="SMC particles on the toy (default 16)")
     p.add_argument("--real-particles", type=int, default=8, help="SMC particles on SmolLM2 (default 8)")
-    p.add_argument("--parts", default="toy,real,jsb")
+    p.add_argument("--parts", default="toy,real,jsb", help="toy, real, jsb, unlikely (comma-separated)")
+    p.add_argument("--unlikely-count", type=int, default=4, help="unlikely languages drawn (default 4)")
+    p.add_argument("--unlikely-samples", type=int, default=4000, help="samples per sampler on them (default 4000)")
+    p.add_argument("--unlikely-particles", type=int, default=16,
+                   help="SMC particles on them; twisted SMC gets a quarter (default 16)")
+    p.add_argument("--unlikely-seed", type=int, default=None, help="the languages' seed (default --seed)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--output", default="bench-out/samplers")
     p.set_defaults(func=_run_bench_samplers)
@@ -240,6 +245,8 @@ def _run_bench_samplers(args) -> int:
 
     run_samplers_bench(toy_samples=args.toy_samples, real_samples=args.real_samples, jsb_schemas=args.schemas,
                        particles=args.particles, real_particles=args.real_particles, seed=args.seed,
-                       out_dir=args.output, parts=tuple(args.parts.split(",")))
+                       out_dir=args.output, parts=tuple(args.parts.split(",")), unlikely_count=args.unlikely_count,
+                       unlikely_samples=args.unlikely_samples, unlikely_particles=args.unlikely_particles,
+                       unlikely_seed=args.unlikely_seed)
     print(f"wrote {args.output}/samplers.json and {args.output}/samplers-tv.png")
     return 0

@@ -27,7 +27,9 @@ def setup(tiny_model, countries):
     matcher = GraphMatcher(Matcher(grammar), SparqlTracker(countries.index, countries.prefixes))
     assert matcher.accept_string(PREFIX)
     lm = ModelLM(tiny_model, tiny_model.hf_tokenizer.encode(PREFIX, add_special_tokens=False))
-    exact = enumerate_target(lm, matcher, max_tokens=MAX_TOKENS)
+    # every tokenization: the samplers below run on the bare matcher, and the output continues a
+    # prefix the canonical filter (which starts at the output's start) has not seen
+    exact = enumerate_target(lm, matcher, max_tokens=MAX_TOKENS, canonical=False)
     return lm, matcher, exact
 
 

@@ -186,15 +186,22 @@ class DecoG:
             out[pos[d]] = _log_ratio(table.log_scale[k, d], w @ B[:, toks], den[pos[d]])
         return ids, out
 
-    def step_logprobs(self, a: np.ndarray, state: int, remaining: int, lm_logprobs: np.ndarray):
-        """(token ids, normalised log-probabilities of the step): the LM's log-probabilities plus
-        the HMM's log P(format | x t); pruned first, unpruned when pruning leaves no mass."""
-        t0 = time.perf_counter()
+    def lookahead(self, a: np.ndarray, state: int, remaining: int):
+        """(token ids, the HMM's log P(format finishes within ``remaining - 1`` tokens | x t) for
+        each): pruned first, unpruned when pruning leaves no mass.  Deco-G's factor and twisted
+        SMC's twist."""
         rows = self._rows(a)
         ids, lr = self._log_ratio(a, state, remaining, rows)
         if rows is not None and not np.isfinite(lr).any():
             self.stats.redos += 1
             ids, lr = self._log_ratio(a, state, remaining, None)
+        return ids, lr
+
+    def step_logprobs(self, a: np.ndarray, state: int, remaining: int, lm_logprobs: np.ndarray):
+        """(token ids, normalised log-probabilities of the step): the LM's log-probabilities plus
+        the HMM's log P(format | x t) (:meth:`lookahead`)."""
+        t0 = time.perf_counter()
+        ids, lr = self.lookahead(a, state, remaining)
         score = lm_logprobs[ids] + lr
         if not np.isfinite(score).any():
             raise DeadEnd(f"no token keeps the format finishable within {remaining} tokens")
@@ -210,11 +217,16 @@ class DecoG:
             raise GenerationError(f"no output of the format fits within {self.max_len} tokens", reason="max_tokens")
 
     def sample(self, lm, rng: np.random.Generator, prefix_lm: Sequence[int] = (), *,
-               canonical=None) -> SequenceSample:
+               canonical=None, matcher=None) -> SequenceSample:
         """One output (EOS excluded), the LM asked at each prefix (``lm.logprobs``).  ``canonical``
         (a ``CanonicalFilter``): each step's distribution is restricted to the tokens it allows and
         renormalised (the backward table does not see the filter: a step it leaves empty is a
-        ``DeadEnd``, and the sample is drawn again by the caller)."""
+        ``DeadEnd``, and the sample is drawn again by the caller).  ``matcher`` (a
+        ``CanonicalMatcher`` at its start, used on a copy) instead: each step is restricted to its
+        mask, which also drops the canonical dead ends of a regular constraint."""
+        if matcher is not None:
+            matcher = matcher.copy()
+            canonical = None
         self.check_feasible()
         dfa, hmm = self.dfa, self.hmm
         s, a = dfa.start, hmm.forward_start()
@@ -223,6 +235,12 @@ class DecoG:
         for step in range(self.max_len):
             ids, lp = self.step_logprobs(a, s, self.max_len - step, lm.logprobs(list(prefix_lm) + out))
             p = np.exp(lp)
+            if matcher is not None:
+                from .constraint import allowed_ids
+
+                p = np.where(np.isin(ids, allowed_ids(matcher)), p, 0.0)
+                if not p.sum() > 0:
+                    raise DeadEnd(f"no token the constraint's mask allows may follow after {len(out)} tokens")
             if canonical is not None:
                 ok = canonical.allowed(cs)[np.minimum(ids, canonical.vocab_size - 1)]
                 end = np.isin(ids, list(dfa.eos_ids))
@@ -235,6 +253,8 @@ class DecoG:
             if dfa.absorbing[s]:
                 return SequenceSample(out, 0.0, steps=step + 1)  # no matcher checks: the table decides
             out.append(t)
+            if matcher is not None:
+                matcher.accept_token(t)
             if canonical is not None:
                 cs = canonical.advance(cs, t)
             a = hmm.forward_step(a, t)

@@ -8,6 +8,10 @@
   mask), each sample weighted so that weighted samples estimate the target;
 * ``"smc"`` -- sequential Monte Carlo over AWRS proposals: ``n`` runs of ``particles`` particles,
   normalised weights within each run and an estimate of log P(L) per run;
+* ``"twisted-smc"`` -- SMC whose particles are proposed and weighted with a twist, the HMM's
+  (``hmm=``) probability that the constraint can still be met after each token (``twisted.py``):
+  where the constraint is unlikely the weights stay even, so far fewer particles reach the same
+  accuracy; a regular constraint, as for Deco-G;
 * ``"decog"`` -- Deco-G: an HMM distilled from the model (``hmm=``) looks ahead over the format
   (a regular constraint) and reweights each token by its probability of still finishing it; the
   model's prompt carries only the task.
@@ -42,6 +46,7 @@ from .sequence import DeadEnd, sample_masked
 from ...sampler_methods import METHODS, check_method
 from .canonical import resolve_canonical, with_canonical
 from .smc import run_smc
+from .twisted import run_twisted_smc
 
 __all__ = ["Sample", "Samples", "sample", "METHODS", "draw_one", "draw_samples", "generate_with_sampler",
            "effective_sample_size", "DEFAULT_ESS_WARNING"]
@@ -173,6 +178,27 @@ def sample(model: Any, prompt: str, *, schema: Any = None, regex: str | None = N
 _TOKEN_DFAS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()  # compiled grammar -> token DFA
 
 
+_TWIST_HMMS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()  # compiled grammar -> {(prompt, budget): HMM}
+
+
+def twist_hmm_for(lm, compiled, matcher, info, max_tokens: int, seed: int | None):
+    """The twist's HMM when ``twisted-smc`` is given none: distilled from the model's continuations
+    of the constraint's prefixes after this prompt (``distill_twist_hmm``, its size chosen by
+    held-out likelihood), once per (grammar, prompt, budget) in this process."""
+    from .hmm_distill import distill_twist_hmm
+
+    if getattr(lm, "model", None) is None:
+        raise InvalidArgument("method='twisted-smc' needs hmm= (an HMM, or the path of one saved by `structgen hmm "
+                              "distill`) for an LM without a model to distill one from")
+    per = _TWIST_HMMS.setdefault(compiled, {})
+    key = (tuple(lm.prompt), max_tokens, lm.temperature, type(matcher).__name__)
+    hmm = per.get(key)
+    if hmm is None:
+        hmm = per[key] = distill_twist_hmm(lm, matcher, info.vocab_size, max_tokens=max_tokens, seed=0 if seed is None else seed,
+                                           tokenizer=info.name)
+    return hmm
+
+
 def decog_sampler(compiled, hmm: Any, vocab_size: int, max_tokens: int, prune: int | float | None = None):
     """The Deco-G sampler for a compiled constraint: its token automaton (built once per grammar)
     and the HMM's backward table over ``max_tokens``."""
@@ -214,13 +240,22 @@ def draw_samples(lm, compiled, info, *, n: int, method: str, particles: int = 8,
     def text(ids) -> str:
         return info.decode_bytes(ids).decode("utf-8", errors="replace")
 
-    if method == "smc":
+    if method in ("smc", "twisted-smc"):
         evidences, worst = [], None
+        twist = None
+        if method == "twisted-smc":
+            if hmm is None:
+                hmm = twist_hmm_for(lm, compiled, matcher, info, max_tokens, seed)
+            twist = decog_sampler(compiled, hmm, info.vocab_size, max_tokens, prune)
         for r in range(n):
-            run = run_smc(lm, matcher, rng, particles=particles, max_tokens=max_tokens, estimator=estimator,
-                          budget_aware=budget_aware, ess_threshold=ess_threshold)
+            if twist is None:
+                run = run_smc(lm, matcher, rng, particles=particles, max_tokens=max_tokens, estimator=estimator,
+                              budget_aware=budget_aware, ess_threshold=ess_threshold)
+            else:
+                run = run_twisted_smc(lm, matcher, rng, twist=twist, particles=particles, max_tokens=max_tokens,
+                                      ess_threshold=ess_threshold)
             ess = effective_sample_size(p.log_weight for p in run.particles)
-            _warn_ess(ess, particles, ess_warning, f"smc run {r}")
+            _warn_ess(ess, particles, ess_warning, f"{method} run {r}")
             evidences.append(run.log_evidence)
             worst = ess if worst is None else min(worst, ess)
             for p in run.particles:
@@ -241,7 +276,7 @@ def draw_samples(lm, compiled, info, *, n: int, method: str, particles: int = 8,
             elif method == "asap":
                 s = trie.sample(rng)
             elif method == "decog":
-                s = decog.sample(lm, rng, canonical=filt)
+                s = decog.sample(lm, rng, matcher=matcher if filt is not None else None)
             else:
                 s = sample_awrs(lm, matcher, rng, max_tokens=max_tokens, estimator=estimator,
                                 budget_aware=budget_aware)
@@ -269,7 +304,7 @@ def draw_one(samples: list[Sample], seed: int | None) -> Sample:
     """One output from a sampler's approximation of the target: a particle by its normalised
     weight for ``smc``, else the first sample."""
     method = getattr(samples, "method", "")
-    smc = method == "smc" if method else samples[0].log_evidence is not None
+    smc = method in ("smc", "twisted-smc") if method else samples[0].log_evidence is not None
     if len(samples) == 1 or not smc:
         return samples[0]
     lw = np.array([s.log_weight for s in samples])

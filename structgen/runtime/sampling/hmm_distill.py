@@ -122,3 +122,96 @@ def distill_hmm(model: Any, prompts: Sequence[str], *, hidden: int = 64, samples
              f"log-likelihood per token {hmm.meta['loglik_per_token'][-1]:.3f} on them"
              + (f", {held_ll:.3f} on {len(held)} held-out samples" if held else ""))
     return hmm
+
+
+def twist_sequences(lm, matcher, rng: np.random.Generator, *, samples: int, max_tokens: int,
+                    batch: int = 64) -> list[list[int]]:
+    """The model's own continuations from inside the constraint: the first ``k`` tokens of a masked
+    sample or of a uniform walk over the allowed tokens (alternating; ``k`` uniform over its length,
+    0 included), then the model unconstrained for up to
+    ``max_tokens`` more, EOS kept where it ended.  What a twist must predict is how likely the
+    *model* is to stay in the language from a prefix of it, and these are exactly such draws (an
+    HMM fit to constrained samples alone would put the language's probability at 1 everywhere)."""
+    from .sequence import DeadEnd, sample_masked
+
+    eos = set(lm.eos_ids)
+    prefixes: list[list[int]] = []
+    tries = 0
+    while len(prefixes) < samples and tries < 4 * samples:
+        tries += 1
+        try:  # every other prefix by a uniform walk over the allowed tokens: the language's prefixes the
+            # model itself rarely enters (a first token of probability 1e-3 whose completion is likely)
+            # are the ones the twist must know about
+            y = (sample_masked(lm, matcher, rng, max_tokens=max_tokens) if tries % 2 else
+                 sample_masked(_UniformLM(lm), matcher, rng, max_tokens=max_tokens)).token_ids
+        except DeadEnd:
+            continue
+        prefixes.append(list(y[: int(rng.integers(0, len(y) + 1))]))
+    out: list[list[int]] = []
+    for b0 in range(0, len(prefixes), batch):
+        rows = prefixes[b0:b0 + batch]
+        seqs = [list(r) for r in rows]
+        parts = lm.particles(len(rows))
+        lp = parts.start()
+        ended = [False] * len(rows)
+        for step in range(max(map(len, rows)) + max_tokens):
+            feed = []
+            for i, r in enumerate(rows):
+                if step < len(r):
+                    feed.append(r[step])
+                    continue
+                if ended[i] or len(seqs[i]) - len(r) >= max_tokens:
+                    ended[i] = True
+                    feed.append(seqs[i][-1] if seqs[i] else lm.eos_ids[0])
+                    continue
+                p = np.exp(lp[i] - lp[i].max())
+                t = int(rng.choice(len(p), p=p / p.sum()))
+                seqs[i].append(t)
+                ended[i] = t in eos
+                feed.append(t)
+            if all(ended):
+                break
+            lp = parts.advance(feed)
+        out.extend(s for s in seqs if s)
+    return out
+
+
+class _UniformLM:
+    """Every token equally likely (the exploring walk of :func:`twist_sequences`)."""
+
+    def __init__(self, lm) -> None:
+        self.eos_ids, self.vocab_size = lm.eos_ids, lm.vocab_size
+        self._row = np.full(lm.vocab_size, -np.log(lm.vocab_size))
+
+    def logprobs(self, prefix) -> np.ndarray:
+        return self._row
+
+
+def distill_twist_hmm(lm, matcher, vocab_size: int, *, max_tokens: int, samples: int = 256,
+                      hidden_choices: Sequence[int] = (2, 4, 8, 16), iterations: int = 20, seed: int = 0,
+                      tokenizer: str = "") -> HMM:
+    """An HMM for twisted SMC's twist over one constraint and prompt: fit to :func:`twist_sequences`
+    at each size in ``hidden_choices`` and kept at the size whose held-out log-likelihood (a fifth
+    of the sequences) is best (``meta["heldout_by_hidden"]`` records them)."""
+    rng = np.random.default_rng(seed)
+    seqs = twist_sequences(lm, matcher, rng, samples=samples, max_tokens=max_tokens)
+    if len(seqs) < 10:
+        from ...errors import GenerationError
+        raise GenerationError(f"only {len(seqs)} sequences to distill a twist from: the constraint has too few "
+                              f"outputs within max_tokens={max_tokens}", reason="no_token")
+    order = rng.permutation(len(seqs))
+    n_held = max(2, len(seqs) // 5)
+    held = [seqs[i] for i in order[:n_held]]
+    train = [seqs[i] for i in order[n_held:]]
+    t0 = time.perf_counter()
+    best, scores = None, {}
+    for h in hidden_choices:
+        hmm = fit_hmm(train, hidden=h, vocab_size=vocab_size, eos_ids=lm.eos_ids, iterations=iterations, seed=seed,
+                      tokenizer=tokenizer)
+        scores[h] = sum(hmm.log_prob(s) for s in held) / sum(map(len, held))
+        if best is None or scores[h] > scores[best[0]]:
+            best = (h, hmm)
+    hmm = best[1]
+    hmm.meta.update({"heldout_by_hidden": scores, "hidden": best[0], "sequences": len(seqs),
+                     "fit_seconds": time.perf_counter() - t0})
+    return hmm
