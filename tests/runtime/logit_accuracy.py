@@ -32,12 +32,14 @@ def measure(dense, quantized) -> dict:
     ids = dense.encode(TEXT)
     d = _logits(dense.hf_model, ids)
     without = copy.deepcopy(quantized.hf_model)
-    del without.get_output_embeddings().forward  # the class's fp32 forward back
+    if int8_output.is_installed(quantized.hf_model):
+        del without.get_output_embeddings().forward  # the class's fp32 forward back
     q4_only, both = _logits(without, ids), _logits(quantized.hf_model, ids)
     nxt = dense.encode(NEXT)
     a, b = _logits(dense.hf_model, nxt)[-1], _logits(quantized.hf_model, nxt)[-1]
     return {"kl_both": _kl(d, both), "kl_q4_only": _kl(d, q4_only),
             "top1": float((d.argmax(-1) == both.argmax(-1)).float().mean()),
+            "top1_q4_only": float((d.argmax(-1) == q4_only.argmax(-1)).float().mean()),
             "next_max_diff": float((a - b).abs().max()), "next_bound": 0.05 * float(a.abs().max()),
             "next_argmax_same": bool(a.argmax() == b.argmax()),
             "int8_saturates": int8_output.saturates() if int8_output.available() else None,

@@ -47,9 +47,11 @@ def test_logits_stay_as_close_to_fp32_as_the_4bit_layers_alone(accuracy):
     """Mean KL to the dense model over a text's positions: the int8 output layer may add little on top
     of the 4-bit layers (on AVX2, before its activations were rounded to 7 bits: 0.0024 against 0.0003)."""
     name, r = accuracy
-    assert r["int8_installed"], name
+    # a kernel whose pair sums saturate keeps the fp32 output layer (7-bit activations lost top-1 0.938
+    # against 1.0 under forced AVX-512 without VNNI); every other gets the int8 layer
+    assert r["int8_installed"] is not r["int8_saturates"], (name, r)
     assert r["kl_both"] < max(3 * r["kl_q4_only"], 1e-3), (name, r)
-    assert r["top1"] >= 0.95, (name, r)
+    assert r["top1"] >= 0.95 and r["top1"] >= r["top1_q4_only"] - 0.02, (name, r)
 
 
 def test_next_token_logits_close_to_fp32(accuracy):
