@@ -45,6 +45,7 @@ from .lm import ModelLM
 from .sequence import DeadEnd, sample_masked
 from ...sampler_methods import METHODS, check_method
 from .canonical import resolve_canonical, with_canonical
+from .hmm import HMM, HMMError
 from .smc import run_smc
 from .twisted import run_twisted_smc
 
@@ -194,21 +195,61 @@ def twist_hmm_for(lm, compiled, matcher, info, max_tokens: int, seed: int | None
     key = (tuple(lm.prompt), max_tokens, lm.temperature, type(matcher).__name__)
     hmm = per.get(key)
     if hmm is None:
-        hmm = per[key] = distill_twist_hmm(lm, matcher, info.vocab_size, max_tokens=max_tokens, seed=0 if seed is None else seed,
-                                           tokenizer=info.name)
+        path = _twist_cache_path(lm, compiled, key)
+        if path is not None and path.is_file():
+            try:
+                hmm = HMM.load(path)
+            except HMMError:
+                hmm = None
+        if hmm is None:
+            hmm = distill_twist_hmm(lm, matcher, info.vocab_size, max_tokens=max_tokens,
+                                    seed=0 if seed is None else seed, tokenizer=info.name)
+            if path is not None:
+                try:
+                    hmm.save(path)
+                except OSError:  # a read-only cache: the HMM is kept in this process only
+                    pass
+        per[key] = hmm
     return hmm
+
+
+def _twist_cache_path(lm, compiled, key: tuple) -> "Path | None":
+    """Where a twist HMM is kept on disk (``$STRUCTGEN_CACHE/twist-hmm``): keyed by the model, the
+    prompt, the budget, the constraint's token automaton (its content, not the object) and the
+    distilling code, so a later process with the same request reads it instead of distilling."""
+    import hashlib
+
+    from ..._cache import cache_root, code_fingerprint
+
+    try:
+        dfa = _token_dfa(compiled)
+        m = lm.model
+        fp = f"{m.info.fingerprint()}|{m.name}|{m.source}|{m.quantized}|{m.dtype}"
+    except Exception:  # noqa: BLE001 - no automaton (decog_sampler then says why) or no fingerprint: no disk cache
+        return None
+    h = hashlib.sha256(f"{fp}|{key}|{code_fingerprint(__name__.rsplit('.', 1)[0] + '.hmm_distill')}".encode())
+    for toks, ds in zip(dfa.tokens, dfa.dests):
+        h.update(toks.tobytes())
+        h.update(ds.tobytes())
+    return cache_root() / "twist-hmm" / f"{h.hexdigest()[:24]}.npz"
+
+
+def _token_dfa(compiled):
+    from .token_dfa import token_dfa
+
+    dfa = _TOKEN_DFAS.get(compiled)
+    if dfa is None:
+        dfa = _TOKEN_DFAS[compiled] = token_dfa(compiled)
+    return dfa
 
 
 def decog_sampler(compiled, hmm: Any, vocab_size: int, max_tokens: int, prune: int | float | None = None):
     """The Deco-G sampler for a compiled constraint: its token automaton (built once per grammar)
     and the HMM's backward table over ``max_tokens``."""
     from .decog import DecoG, resolve_hmm
-    from .token_dfa import token_dfa
 
     hmm = resolve_hmm(hmm, vocab_size)
-    dfa = _TOKEN_DFAS.get(compiled)
-    if dfa is None:
-        dfa = _TOKEN_DFAS[compiled] = token_dfa(compiled)
+    dfa = _token_dfa(compiled)
     if prune is None:
         return DecoG(hmm, dfa, max_tokens)
     if isinstance(prune, float):  # a share of the forward vector's mass (1.0: no pruning)
