@@ -36,12 +36,12 @@ def sample(model: Any, prompt: str, *, schema: Any = None, regex: str | None = N
            n: int = 1, method: str = "masked", particles: int = 8, temperature: float = 1.0,
            max_tokens: int = 256, seed: int | None = None, chat: bool = True, system: str | None = None,
            start: str = "start", estimator: str = "two-pass", whitespace: str = "compact", hmm: Any = None,
-           prune: int | float | None = None, canonical: Any = True, ess_warning: float | None = 0.1):
+           prune: int | float | None = None, canonical: Any = "auto", ess_warning: float | None = 0.1):
     """``structgen.sample``: draw ``n`` outputs under one constraint with a sequence sampler.
 
     ``model``: a loaded ``Model``, a path or name, or None for the embedded SmolLM2 (resolved here,
     at the top level: the runtime takes a loaded model).  The other arguments are those of
-    :func:`structgen.runtime.sampling.draw.sample`: ``canonical`` (default True) draws only the
+    :func:`structgen.runtime.sampling.draw.sample`: ``canonical`` (default ``"auto"``) draws only the
     tokenizer's own tokenization of each text; ``ess_warning`` is the share of the weighted samples
     below which a low effective sample size warns (``LowEffectiveSampleSize``).  The result is a list
     of samples with the weighted set's ``ess`` and ``log_evidence``."""

@@ -92,3 +92,8 @@ class StructgenWarning(UserWarning):
 class LowEffectiveSampleSize(StructgenWarning):
     """A weighted sampler's (AWRS, SMC) effective sample size fell below its threshold
     (``ess_warning=``, 10% of the weighted samples by default): a few samples carry the estimate."""
+
+
+class CanonicalTokenizationsUnavailable(StructgenWarning):
+    """``canonical="auto"`` (the samplers' default) on a tokenizer the canonical filter does not
+    cover: the samplers draw over every tokenization of each text instead."""

@@ -115,7 +115,11 @@ def run_unlikely_part(model, *, seed: int, count: int, samples: int, particles: 
         for x, v in pi.items():
             s = model.info.decode_bytes(list(x)).decode("utf-8", errors="replace")
             strings[s] = strings.get(s, 0.0) + v
-        item = {"case": case.name, "prompt": case.prompt, "constraint": case.regex or case.schema,
+        q = exact.local_target()
+        # the effective sample share any sampler with masking's proposal (AWRS) can reach: 1 / E_q[(pi/q)^2]
+        chi = sum(v * v / q[x] for x, v in pi.items() if q.get(x, 0.0) > 0)
+        item = {"local_proposal_ess_share": (1.0 / chi) if chi > 0 and all(q.get(x, 0.0) > 0 for x in pi) else 0.0,
+                "case": case.name, "prompt": case.prompt, "constraint": case.regex or case.schema,
                 "max_tokens": case.max_tokens, "sequences": len(pi), "p_l": p_l, "enumerate_s": enum_s,
                 "tv_q_pi": total_variation(pi, exact.local_target()), "floor": _noise_floor(pi, samples),
                 "hmm_hidden": hmm.hidden, "hmm_heldout": hmm.meta.get("heldout_by_hidden"), "hmm_s": hmm_s,
@@ -132,7 +136,8 @@ def format_unlikely_case(item: dict) -> str:
              f"P(L) = {item['p_l']:.3g}, {item['sequences']} canonical sequences; masking's exact bias TV(q, pi) = "
              f"{item['tv_q_pi']:.3f}; noise floor of {item['rows'][0]['curve'][-1][0]} exact draws "
              f"{item['floor']:.4f}; twist HMM H = {item['hmm_hidden']} (held-out best), distilled in "
-             f"{item['hmm_s']:.1f} s", "",
+             f"{item['hmm_s']:.1f} s; the ESS share a local proposal (AWRS) can reach, 1 / E_q[(pi/q)^2]: "
+             f"{item['local_proposal_ess_share']:.1%}", "",
              "| method | particles | final TV | seconds | ESS |", "|---|---:|---:|---:|---:|"]
     for r in item["rows"]:
         ess = r.get("ess")

@@ -14,7 +14,7 @@ from ..runtime.sampling.draw import effective_sample_size
 from ..runtime.sampling.exact import total_variation
 from ..runtime.sampling.sequence import DeadEnd, sample_masked
 from ..runtime.sampling.smc import run_smc
-from ..runtime.sampling.twisted import run_twisted_smc
+from ..runtime.sampling.twisted import MAX_BATCH_ROWS, run_twisted_smc_runs
 
 __all__ = ["tv_curve", "SMC_METHODS"]
 
@@ -43,6 +43,7 @@ def tv_curve(method: str, lm, matcher, pi: dict, *, n: int, max_tokens: int, see
     asap = ASAp(lm, matcher, max_tokens=max_tokens) if method == "asap" else None
     t0 = time.perf_counter()
     done = 0
+    pending: list = []  # twisted SMC: runs drawn in one batch, not yet counted
     marks = _checkpoints(n)
     while done < n:
         items: list[tuple[tuple, float]] = []
@@ -64,7 +65,12 @@ def tv_curve(method: str, lm, matcher, pi: dict, *, n: int, max_tokens: int, see
                 items, steps = [(tuple(s.token_ids), 1.0)], steps + s.steps
             else:
                 if method == "twisted-smc":
-                    run = run_twisted_smc(lm, matcher, rng, twist=twist, particles=particles, max_tokens=max_tokens)
+                    if not pending:  # runs batched in one KV cache (MAX_BATCH_ROWS rows)
+                        left = -(-(n - done) // particles)
+                        pending.extend(run_twisted_smc_runs(lm, matcher, rng, twist=twist, particles=particles,
+                                                            max_tokens=max_tokens,
+                                                            runs=max(1, min(left, MAX_BATCH_ROWS // particles))))
+                    run = pending.pop(0)
                 else:
                     run = run_smc(lm, matcher, rng, particles=particles, max_tokens=max_tokens)
                 log_ws.append(run.log_evidence)

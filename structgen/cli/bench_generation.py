@@ -235,6 +235,8 @@ def add_bench_samplers(bench_sub) -> None:
     p.add_argument("--unlikely-particles", type=int, default=16,
                    help="SMC particles on them; twisted SMC gets a quarter (default 16)")
     p.add_argument("--unlikely-seed", type=int, default=None, help="the languages' seed (default --seed)")
+    p.add_argument("--no-canonical", dest="canonical", action="store_false",
+                   help="SmolLM2 parts over every tokenization (the target before canonical filtering)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--output", default="bench-out/samplers")
     p.set_defaults(func=_run_bench_samplers)
@@ -247,6 +249,6 @@ def _run_bench_samplers(args) -> int:
                        particles=args.particles, real_particles=args.real_particles, seed=args.seed,
                        out_dir=args.output, parts=tuple(args.parts.split(",")), unlikely_count=args.unlikely_count,
                        unlikely_samples=args.unlikely_samples, unlikely_particles=args.unlikely_particles,
-                       unlikely_seed=args.unlikely_seed)
+                       unlikely_seed=args.unlikely_seed, canonical=args.canonical)
     print(f"wrote {args.output}/samplers.json and {args.output}/samplers-tv.png")
     return 0

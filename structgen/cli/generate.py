@@ -52,8 +52,9 @@ def add_generate(sub) -> None:
                         "(default: only the members it names)")
     p.add_argument("--sampler", choices=list(SAMPLER_METHODS), default=None,
                    help="draw from a distribution-correcting sampler instead of greedy decoding")
-    p.add_argument("--hmm", default=None, help="the HMM for --sampler decog (made by `structgen hmm distill`)")
-    p.add_argument("--particles", type=int, default=8, help="SMC particles (with --sampler smc)")
+    p.add_argument("--hmm", default=None, help="the HMM for --sampler decog (made by `structgen hmm distill`); "
+                   "--sampler twisted-smc distils its own when none is given")
+    p.add_argument("--particles", type=int, default=8, help="SMC particles (with --sampler smc or twisted-smc)")
     p.add_argument("--no-speculative", dest="speculative", action="store_false",
                    help="one token per forward pass (default: grammar-forced and prompt-lookup drafts, "
                         "verified losslessly)")

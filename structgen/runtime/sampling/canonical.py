@@ -36,32 +36,63 @@ def canonical_filter_for(model: Any):
     if filt is None:
         hf = getattr(model, "hf_tokenizer", None)
         backend = getattr(hf, "backend_tokenizer", None)
-        if backend is None:
-            raise UnsupportedFeature("canonical tokenizations need a tokenizer with a `tokenizers` backend "
-                                     "(tokenizer.json); pass canonical=False")
+        try:
+            if backend is None:
+                raise UnsupportedFeature("canonical tokenizations need a tokenizer with a `tokenizers` backend "
+                                         "(tokenizer.json); pass canonical=False")
 
-        def encode(texts):
-            return [e.ids for e in backend.encode_batch(list(texts), add_special_tokens=False)]
+            def encode(texts):
+                return [e.ids for e in backend.encode_batch(list(texts), add_special_tokens=False)]
 
-        filt = _FILTERS[key] = CanonicalFilter.from_tokenizer_json(backend.to_str(), model.info.token_bytes,
-                                                                   model.info.eos_ids, hf_encode=encode)
+            filt = CanonicalFilter.from_tokenizer_json(backend.to_str(), model.info.token_bytes, model.info.eos_ids,
+                                                       hf_encode=encode)
+        except UnsupportedFeature as e:
+            filt = e  # remembered: a tokenizer that is not covered is not read again
+        _FILTERS[key] = filt
+    if isinstance(filt, UnsupportedFeature):
+        raise filt
     return filt
 
 
 def resolve_canonical(canonical: Any, lm: Any = None, model: Any = None):
     """The filter ``canonical=`` asks for: ``False``/``None`` -> None (every tokenization); ``True`` ->
-    the filter of the model behind ``lm`` (``ModelLM.model``) or ``model``, None for an LM without a
-    tokenizer (the toy LMs); a ``CanonicalFilter`` as it is."""
+    the filter of the model behind ``lm`` (``ModelLM.model``) or ``model`` (``UnsupportedFeature`` for
+    a tokenizer it does not cover), None for an LM without a tokenizer (the toy LMs); ``"auto"`` (the
+    default) -> the same, but every tokenization, with a ``CanonicalTokenizationsUnavailable``
+    warning, where the tokenizer is not covered; a ``CanonicalFilter`` as it is."""
     if canonical is None or canonical is False:
         return None
-    if canonical is True:
+    if canonical is True or canonical == "auto":
         model = model if model is not None else getattr(lm, "model", None)
         if model is None or getattr(model, "info", None) is None:
             return getattr(lm, "canonical_filter", None)
-        return canonical_filter_for(model)
+        try:
+            return canonical_filter_for(model)
+        except UnsupportedFeature as e:
+            if canonical is True:
+                raise
+            _warn_unavailable(model, e)
+            return None
     if hasattr(canonical, "allowed") and hasattr(canonical, "advance"):
         return canonical
-    raise InvalidArgument(f"canonical= must be True, False or a CanonicalFilter, got {canonical!r}")
+    raise InvalidArgument(f"canonical= must be 'auto', True, False or a CanonicalFilter, got {canonical!r}")
+
+
+_WARNED: set[str] = set()
+
+
+def _warn_unavailable(model: Any, err: Exception) -> None:
+    """Once per tokenizer and process: the samplers fall back to every tokenization."""
+    import warnings
+
+    from ...errors import CanonicalTokenizationsUnavailable
+
+    key = model.info.fingerprint()
+    if key in _WARNED:
+        return
+    _WARNED.add(key)
+    warnings.warn(f"{err}; sampling over every tokenization of each text instead (canonical=False to silence, "
+                  "canonical=True to make this an error)", CanonicalTokenizationsUnavailable, stacklevel=4)
 
 
 #: product states (token automaton x filter) a liveness search visits before it gives up and allows

@@ -16,7 +16,7 @@
   (a regular constraint) and reweights each token by its probability of still finishing it; the
   model's prompt carries only the task.
 
-Every method draws canonical tokenizations by default (``canonical=True``: the tokenizer's own
+Every method draws canonical tokenizations by default (``canonical="auto"``: the tokenizer's own
 split of the text, ``runtime/sampling/canonical.py``); ``canonical=False`` lets every tokenization
 through, the old target.  Weighted results carry their effective sample size (``ess``) and the
 estimate of log P(L) (``log_evidence``); an ESS below ``ess_warning`` times the number of weighted
@@ -47,7 +47,7 @@ from ...sampler_methods import METHODS, check_method
 from .canonical import resolve_canonical, with_canonical
 from .hmm import HMM, HMMError
 from .smc import run_smc
-from .twisted import run_twisted_smc
+from .twisted import run_twisted_smc_runs
 
 __all__ = ["Sample", "Samples", "sample", "METHODS", "draw_one", "draw_samples", "generate_with_sampler",
            "effective_sample_size", "DEFAULT_ESS_WARNING"]
@@ -140,7 +140,7 @@ def sample(model: Any, prompt: str, *, schema: Any = None, regex: str | None = N
            n: int = 1, method: str = "masked", particles: int = 8, temperature: float = 1.0,
            max_tokens: int = 256, seed: int | None = None, chat: bool = True, system: str | None = None,
            start: str = "start", estimator: str = "two-pass", whitespace: str = "compact", hmm: Any = None,
-           prune: int | float | None = None, canonical: Any = True,
+           prune: int | float | None = None, canonical: Any = "auto",
            ess_warning: float | None = DEFAULT_ESS_WARNING) -> Samples:
     """Draw ``n`` outputs under one constraint (``schema=``, ``regex=`` or ``grammar=``) from a
     structgen ``Model`` (``structgen.sample`` resolves a name or path first).
@@ -259,7 +259,7 @@ def decog_sampler(compiled, hmm: Any, vocab_size: int, max_tokens: int, prune: i
 
 def draw_samples(lm, compiled, info, *, n: int, method: str, particles: int = 8, max_tokens: int = 256,
                  seed: int | None = None, estimator: str = "two-pass", budget_aware: bool = True,
-                 hmm: Any = None, prune: int | float | None = None, canonical: Any = True,
+                 hmm: Any = None, prune: int | float | None = None, canonical: Any = "auto",
                  ess_warning: float | None = DEFAULT_ESS_WARNING, ess_threshold: float = 0.5) -> Samples:
     """:func:`sample` on an already built LM view and compiled constraint (tests, benchmarks).
 
@@ -288,13 +288,14 @@ def draw_samples(lm, compiled, info, *, n: int, method: str, particles: int = 8,
             if hmm is None:
                 hmm = twist_hmm_for(lm, compiled, matcher, info, max_tokens, seed)
             twist = decog_sampler(compiled, hmm, info.vocab_size, max_tokens, prune)
+        twisted = (run_twisted_smc_runs(lm, matcher, rng, twist=twist, particles=particles, max_tokens=max_tokens,
+                                        runs=n, ess_threshold=ess_threshold) if twist is not None else None)
         for r in range(n):
-            if twist is None:
+            if twisted is None:
                 run = run_smc(lm, matcher, rng, particles=particles, max_tokens=max_tokens, estimator=estimator,
                               budget_aware=budget_aware, ess_threshold=ess_threshold)
             else:
-                run = run_twisted_smc(lm, matcher, rng, twist=twist, particles=particles, max_tokens=max_tokens,
-                                      ess_threshold=ess_threshold)
+                run = twisted[r]
             ess = effective_sample_size(p.log_weight for p in run.particles)
             _warn_ess(ess, particles, ess_warning, f"{method} run {r}")
             evidences.append(run.log_evidence)
@@ -359,7 +360,7 @@ def draw_one(samples: list[Sample], seed: int | None) -> Sample:
 
 def generate_with_sampler(model: Any, grammar: Any, ids: list[int], *, max_tokens: int, temperature: float | None,
                           top_p: float, top_k: int, seed: int | None, sampler: str, particles: int,
-                          hmm: Any = None, deadline: float | None = None, canonical: Any = True,
+                          hmm: Any = None, deadline: float | None = None, canonical: Any = "auto",
                           ess_warning: float | None = DEFAULT_ESS_WARNING):
     """One output for ``generate_*(sampler=...)`` and the LangChain model: a draw from the
     sampler's approximation of the target, as a ``GenerationResult`` (``log_weight`` and, in

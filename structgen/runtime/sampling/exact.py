@@ -9,7 +9,7 @@ language (two tokenizations of a string are two outcomes):
 * the local target ``q(x) = prod_i p(x_i | x_<i) m(x_i) / Z_i`` -- what masking samples;
 * ``P(L)``, the model's probability of ending inside the language.
 
-By default (``canonical=True``) only canonical tokenizations are walked (the tokenizer's own split of
+By default (``canonical="auto"``) only canonical tokenizations are walked (the tokenizer's own split of
 each text, ``canonical.py``): the target the samplers aim at by default.  ``canonical=False``
 enumerates every tokenization (the old target).  A toy LM without a tokenizer has no filter unless
 one is passed.
@@ -52,7 +52,7 @@ class ExactTarget:
         return {x: v / z for x, v in q.items()} if z > 0 else q
 
 
-def enumerate_target(lm, matcher, *, max_tokens: int, max_nodes: int = 200_000, canonical=True) -> ExactTarget:
+def enumerate_target(lm, matcher, *, max_tokens: int, max_nodes: int = 200_000, canonical="auto") -> ExactTarget:
     """Walk every viable prefix of ``matcher``'s language (from its current state) up to
     ``max_tokens`` tokens (EOS included).  Raises ``ValueError`` past ``max_nodes`` prefixes:
     the language is too large to enumerate.  ``canonical``: True (the filter of the LM's model),

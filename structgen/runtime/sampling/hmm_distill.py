@@ -125,28 +125,34 @@ def distill_hmm(model: Any, prompts: Sequence[str], *, hidden: int = 64, samples
 
 
 def twist_sequences(lm, matcher, rng: np.random.Generator, *, samples: int, max_tokens: int,
-                    batch: int = 64) -> list[list[int]]:
-    """The model's own continuations from inside the constraint: the first ``k`` tokens of a masked
-    sample or of a uniform walk over the allowed tokens (alternating; ``k`` uniform over its length,
-    0 included), then the model unconstrained for up to
-    ``max_tokens`` more, EOS kept where it ended.  What a twist must predict is how likely the
-    *model* is to stay in the language from a prefix of it, and these are exactly such draws (an
-    HMM fit to constrained samples alone would put the language's probability at 1 everywhere)."""
+                    sequences: int = 512, continuation: int = 4, batch: int = 64) -> list[list[int]]:
+    """The model's own next tokens from inside the constraint: ``samples`` walks through the language
+    (masked samples and uniform walks over the allowed tokens, alternating), every prefix of every
+    walk (each distinct one repeated to about ``sequences`` in all), each followed by up to
+    ``continuation`` tokens of the model unconstrained, EOS kept where it ended.  What a twist must
+    predict is how likely the *model* is to go on inside the language from a prefix of it: these are
+    such draws at every branch point (an HMM fit to constrained samples alone would put the
+    language's probability at 1 everywhere; one fit to whole free continuations spends its states
+    on text far from the language)."""
     from .sequence import DeadEnd, sample_masked
 
     eos = set(lm.eos_ids)
-    prefixes: list[list[int]] = []
+    walks: list[list[int]] = []
     tries = 0
-    while len(prefixes) < samples and tries < 4 * samples:
+    while len(walks) < samples and tries < 4 * samples:
         tries += 1
-        try:  # every other prefix by a uniform walk over the allowed tokens: the language's prefixes the
-            # model itself rarely enters (a first token of probability 1e-3 whose completion is likely)
-            # are the ones the twist must know about
+        try:  # every other walk uniform over the allowed tokens: the language's prefixes the model itself
+            # rarely enters (a first token of probability 1e-3 whose completion is likely) are the ones
+            # the twist must know about
             y = (sample_masked(lm, matcher, rng, max_tokens=max_tokens) if tries % 2 else
                  sample_masked(_UniformLM(lm), matcher, rng, max_tokens=max_tokens)).token_ids
         except DeadEnd:
             continue
-        prefixes.append(list(y[: int(rng.integers(0, len(y) + 1))]))
+        walks.append(list(y))
+    distinct = sorted({tuple(w[:k]) for w in walks for k in range(len(w) + 1)})
+    reps = max(1, -(-sequences // max(1, len(distinct))))
+    prefixes = [list(x) for x in distinct for _ in range(reps)]
+    max_tokens = continuation
     out: list[list[int]] = []
     for b0 in range(0, len(prefixes), batch):
         rows = prefixes[b0:b0 + batch]
@@ -187,7 +193,7 @@ class _UniformLM:
         return self._row
 
 
-def distill_twist_hmm(lm, matcher, vocab_size: int, *, max_tokens: int, samples: int = 256,
+def distill_twist_hmm(lm, matcher, vocab_size: int, *, max_tokens: int, samples: int = 128,
                       hidden_choices: Sequence[int] = (2, 4, 8, 16), iterations: int = 20, seed: int = 0,
                       tokenizer: str = "") -> HMM:
     """An HMM for twisted SMC's twist over one constraint and prompt: fit to :func:`twist_sequences`

@@ -119,7 +119,7 @@ def token_dfa(grammar, *, max_states: int = MAX_STATES) -> TokenDFA:
         raise UnsupportedFeature(
             "the constraint is checked on whole values as they complete (uniqueItems, or keywords enforced by "
             "jsonschema at value boundaries): it has no finite token automaton, so the HMM cannot look ahead "
-            "over it", keyword="decog")
+            "over it (Deco-G, twisted SMC)", keyword="decog")
     if getattr(grammar, "lazy_patterns", None):
         raise UnsupportedFeature(
             "a string pattern of the constraint is too large for an automaton (its states are made as masks reach "
@@ -132,7 +132,7 @@ def token_dfa(grammar, *, max_states: int = MAX_STATES) -> TokenDFA:
             f"rule {rec!r} is recursive (it refers to itself through other rules), so the constraint is not "
             "regular and has no finite token automaton: in a JSON Schema, a recursive $ref, or a value of any JSON "
             "type (additionalProperties or items left open; compile with strict=True or close them with "
-            "additionalProperties: false); Deco-G needs a regular format", keyword="decog")
+            "additionalProperties: false); Deco-G and twisted SMC need a regular format", keyword="decog")
     tb = grammar.tokenizer.token_bytes
     special = grammar.tokenizer.special_ids
     eos = tuple(grammar.eos_ids)
@@ -153,7 +153,7 @@ def token_dfa(grammar, *, max_states: int = MAX_STATES) -> TokenDFA:
                 raise UnsupportedFeature(
                     f"more than {max_states} token-level states are reachable: the constraint is not regular "
                     "(a recursive rule: JSON Schema $ref recursion, a recursive grammar) or is too large for a token "
-                    "automaton (long counted repetitions); Deco-G needs a regular format", keyword="decog")
+                    "automaton (long counted repetitions); Deco-G and twisted SMC need a regular format", keyword="decog")
             i = index[k] = len(states)
             states.append(st)
             queue.append(i)

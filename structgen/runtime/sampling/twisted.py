@@ -18,6 +18,10 @@ falls below half keeps the twisted weights.  When the model *is* the HMM the twi
 (``tests/runtime/sampling/test_twisted_smc.py``).  The constraint must be regular (a token automaton,
 as Deco-G's); the twist never rules out a token the model and the constraint allow (the HMM's
 emissions are all positive), so nothing of the target is lost.
+
+Independent runs share one batch of the model (``run_twisted_smc_runs``: ``runs x particles`` rows
+of one KV cache, each run resampled within its own rows), so a few particles a run cost a forward
+pass per step for all of them, not one per run.
 """
 from __future__ import annotations
 
@@ -29,7 +33,10 @@ from .lm import PrefixParticles
 from .sequence import SequenceSample
 from .smc import SMCRun, _log_mean_exp, resample
 
-__all__ = ["run_twisted_smc"]
+__all__ = ["run_twisted_smc", "run_twisted_smc_runs", "MAX_BATCH_ROWS"]
+
+#: rows of one batch (runs x particles); more runs are drawn in further batches
+MAX_BATCH_ROWS = 64
 
 
 def run_twisted_smc(lm, matcher, rng: np.random.Generator, *, twist, particles: int, max_tokens: int,
@@ -37,24 +44,46 @@ def run_twisted_smc(lm, matcher, rng: np.random.Generator, *, twist, particles: 
     """One twisted SMC run from the matcher's start (left unchanged).  ``twist``: a ``DecoG`` over
     the constraint's token automaton with a window of at least ``max_tokens`` (its backward table
     is the twist).  Outputs have at most ``max_tokens`` tokens, EOS included."""
+    return run_twisted_smc_runs(lm, matcher, rng, twist=twist, particles=particles, max_tokens=max_tokens, runs=1,
+                                ess_threshold=ess_threshold, scheme=scheme)[0]
+
+
+def run_twisted_smc_runs(lm, matcher, rng: np.random.Generator, *, twist, particles: int, max_tokens: int,
+                         runs: int, ess_threshold: float = 0.5, scheme: str = "stratified") -> list[SMCRun]:
+    """``runs`` independent twisted SMC runs, batched ``MAX_BATCH_ROWS`` rows at a time."""
     if particles < 1:
         raise InvalidArgument(f"particles must be >= 1, got {particles}")
+    if runs < 1:
+        raise InvalidArgument(f"runs must be >= 1, got {runs}")
     if twist.max_len < max_tokens:
         raise InvalidArgument(f"the twist's window ({twist.max_len} tokens) is shorter than max_tokens={max_tokens}")
     twist.check_feasible()
+    per_batch = max(1, MAX_BATCH_ROWS // particles)
+    out: list[SMCRun] = []
+    while len(out) < runs:
+        out.extend(_batch(lm, matcher, rng, twist, particles, max_tokens, min(per_batch, runs - len(out)),
+                          ess_threshold, scheme))
+    return out
+
+
+def _batch(lm, matcher, rng, twist, particles: int, max_tokens: int, runs: int, ess_threshold: float,
+           scheme: str) -> list[SMCRun]:
     dfa, hmm = twist.dfa, twist.hmm
     eos = frozenset(lm.eos_ids)
-    n = particles
+    P = particles
+    n = runs * P
     matchers = [matcher.copy() for _ in range(n)]
     batch = lm.particles(n) if hasattr(lm, "particles") else PrefixParticles(lm, n)
     lps = batch.start()
     tokens: list[list[int]] = [[] for _ in range(n)]
     states = [dfa.start] * n
     alphas = [hmm.forward_start()] * n
-    log_psi = np.zeros(n)  # log psi of each particle's prefix (1 before the first token: Z(empty) is P(L)'s factor)
+    log_psi = np.zeros(n)  # log psi of each particle's prefix (1 before the first token)
     log_w = np.zeros(n)
     done = np.zeros(n, dtype=bool)
-    checks = resamples = steps = 0
+    checks = np.zeros(runs, dtype=np.int64)
+    resamples = np.zeros(runs, dtype=np.int64)
+    steps = 0
     while not done.all():
         steps += 1
         feed = []
@@ -62,15 +91,13 @@ def run_twisted_smc(lm, matcher, rng: np.random.Generator, *, twist, particles: 
             if done[i]:
                 feed.append(tokens[i][-1] if tokens[i] else lm.eos_ids[0])
                 continue
-            remaining = max_tokens - len(tokens[i])
-            ids, lr = twist.lookahead(alphas[i], states[i], remaining)
-            allowed = allowed_ids(matchers[i])
-            checks += 1
-            ok = np.isin(ids, allowed) & np.isfinite(lr)
+            ids, lr = twist.lookahead(alphas[i], states[i], max_tokens - len(tokens[i]))
+            checks[i // P] += 1
+            ok = np.isin(ids, allowed_ids(matchers[i])) & np.isfinite(lr)
             score = np.full(len(ids), -np.inf)
             score[ok] = lps[i][ids[ok]] + lr[ok]
             if not ok.any() or not np.isfinite(score).any():
-                log_w[i] = -np.inf  # a dead end (the canonical filter can leave one): the particle dies
+                log_w[i] = -np.inf  # a dead end the mask could not see: the particle dies
                 done[i] = True
                 feed.append(lm.eos_ids[0])
                 continue
@@ -93,24 +120,32 @@ def run_twisted_smc(lm, matcher, rng: np.random.Generator, *, twist, particles: 
         if done.all():
             break
         lps = batch.advance(feed)
-        finite = np.isfinite(log_w)
-        if not finite.any():
-            break
-        w = np.exp(log_w[finite] - log_w[finite].max())
-        if w.sum() ** 2 / (w ** 2).sum() < ess_threshold * n:
-            keep = resample(log_w, rng, scheme)
-            mean = _log_mean_exp(log_w)
+        order = np.arange(n)
+        for r in range(runs):  # each run resamples within its own rows
+            rows = slice(r * P, (r + 1) * P)
+            lw = log_w[rows]
+            finite = np.isfinite(lw)
+            if not finite.any() or done[rows].all():
+                continue
+            w = np.exp(lw[finite] - lw[finite].max())
+            if w.sum() ** 2 / (w ** 2).sum() < ess_threshold * P:
+                order[rows] = r * P + resample(lw, rng, scheme)
+                log_w[rows] = _log_mean_exp(lw)
+                resamples[r] += 1
+        if (order != np.arange(n)).any():
+            keep = order.tolist()
             tokens = [list(tokens[k]) for k in keep]
-            matchers = [matchers[k].copy() for k in keep]
+            matchers = [matchers[k].copy() if k != i else matchers[k] for i, k in enumerate(keep)]
             states = [states[k] for k in keep]
             alphas = [alphas[k] for k in keep]
-            log_psi = log_psi[keep].copy()
-            done = done[keep].copy()
-            lps = lps[keep]
-            batch.reorder(keep.tolist())
-            log_w = np.full(n, mean)
-            resamples += 1
-    log_z = _log_mean_exp(log_w)
-    norm = log_w - (np.logaddexp.reduce(log_w) if np.isfinite(log_w).any() else 0.0)
-    parts = [SequenceSample(tokens[i], float(norm[i]), steps=len(tokens[i]) + 1) for i in range(n)]
-    return SMCRun(parts, log_z, resamples=resamples, checks=checks, steps=steps)
+            log_psi = log_psi[order].copy()
+            done = done[order].copy()
+            lps = lps[order]
+            batch.reorder(keep)
+    result = []
+    for r in range(runs):
+        lw = log_w[r * P:(r + 1) * P]
+        norm = lw - (np.logaddexp.reduce(lw) if np.isfinite(lw).any() else 0.0)
+        parts = [SequenceSample(tokens[r * P + i], float(norm[i]), steps=len(tokens[r * P + i]) + 1) for i in range(P)]
+        result.append(SMCRun(parts, _log_mean_exp(lw), resamples=int(resamples[r]), checks=int(checks[r]), steps=steps))
+    return result

@@ -74,3 +74,23 @@ def test_every_output_satisfies_the_constraint(smol, method):
     value = structgen.generate_json(smol, schema, "Describe a pet.", sampler=method, particles=4, seed=5,
                                     max_tokens=40)
     jsonschema.validate(value, schema)
+
+
+@pytest.mark.minutes  # distils the twist's HMM once (~20 s)
+def test_twisted_smc_through_the_api_holds_the_constraint_and_caches_its_hmm(smol, tmp_path, monkeypatch):
+    import re
+
+    from structgen.runtime.sampling import draw
+
+    monkeypatch.setenv("STRUCTGEN_CACHE", str(tmp_path))
+    out = structgen.sample(smol, PROMPT, regex=REGEX, n=3, method="twisted-smc", particles=4, seed=5, max_tokens=12)
+    assert out and all(re.fullmatch(REGEX, s.text) for s in out)
+    assert out.ess is not None and 1 <= out.ess <= 4 and math.isfinite(out.log_evidence)
+    assert list((tmp_path / "twist-hmm").glob("*.npz"))  # distilled once, kept on disk
+    draw._TWIST_HMMS.clear()
+    again = structgen.sample(smol, PROMPT, regex=REGEX, n=3, method="twisted-smc", particles=4, seed=5, max_tokens=12)
+    assert [s.text for s in again] == [s.text for s in out]  # the cached HMM gives the same draws
+    schema = {"type": "object", "properties": {"pet": {"enum": ["cat", "dog", "owl"]}}, "required": ["pet"]}
+    value = structgen.generate_json(smol, schema, "Describe a pet.", sampler="twisted-smc", particles=4, seed=5,
+                                    max_tokens=20)
+    jsonschema.validate(value, schema)

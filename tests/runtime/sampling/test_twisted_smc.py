@@ -108,3 +108,25 @@ def test_twisted_smc_needs_an_hmm_and_a_window_as_long_as_the_budget():
     with pytest.raises(InvalidArgument, match="window"):
         run_twisted_smc(lm, Matcher(toy_grammar()), np.random.default_rng(0), twist=twist, particles=2,
                         max_tokens=MAX_TOKENS)
+
+
+def test_runs_batched_in_one_cache_are_independent_runs():
+    """Many runs share one batch of the LM, each resampled within its own rows: with the exact twist
+    every run is still one exact draw of weight P(L), and with another HMM they still converge."""
+    from structgen.runtime.sampling.twisted import run_twisted_smc_runs
+
+    hmm, lm = _hmm_lm()
+    exact = enumerate_target(lm, Matcher(toy_grammar()), max_tokens=MAX_TOKENS, canonical=False)
+    pi = exact.global_target()
+    twist = DecoG(hmm, token_dfa(toy_grammar()), MAX_TOKENS)
+    runs = run_twisted_smc_runs(lm, Matcher(toy_grammar()), np.random.default_rng(3), twist=twist, particles=1,
+                                max_tokens=MAX_TOKENS, runs=150)
+    assert len(runs) == 150 and all(math.isclose(r.log_evidence, exact.log_pl, abs_tol=1e-9) for r in runs)
+    guide = DecoG(random_hmm(3, 5, 99), token_dfa(toy_grammar()), MAX_TOKENS)
+    runs = run_twisted_smc_runs(lm, Matcher(toy_grammar()), np.random.default_rng(4), twist=guide, particles=8,
+                                max_tokens=MAX_TOKENS, runs=1000)
+    assert sum(r.resamples for r in runs) > 0  # resampling happened, within runs
+    n = 8 * len(runs)
+    floor = 0.5 * sum(math.sqrt(p * (1 - p) / n) for p in pi.values())
+    tv = total_variation(pi, _frequencies(runs))
+    assert tv < 3 * floor and tv < 0.5 * total_variation(pi, exact.local_target()), (tv, floor)
