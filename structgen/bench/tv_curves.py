@@ -10,7 +10,7 @@ import numpy as np
 
 from ..runtime.sampling.asap import ASAp
 from ..runtime.sampling.awrs import sample_awrs
-from ..runtime.sampling.draw import effective_sample_size
+from ..runtime.sampling.weights import effective_sample_size, log_mean_exp
 from ..runtime.sampling.exact import total_variation
 from ..runtime.sampling.sequence import DeadEnd, sample_masked
 from ..runtime.sampling.smc import run_smc
@@ -102,9 +102,7 @@ def tv_curve(method: str, lm, matcher, pi: dict, *, n: int, max_tokens: int, see
     elif method in SMC_METHODS:
         ess = float(np.mean(run_ess)) if run_ess else 0.0  # per run, out of `particles`
     if log_ws:
-        finite = np.array([w for w in log_ws if np.isfinite(w)])
-        log_evidence = (float(finite.max() + np.log(np.exp(finite - finite.max()).sum() / len(log_ws)))
-                        if len(finite) else float("-inf"))
+        log_evidence = log_mean_exp(log_ws)
     return {"ess": ess, "log_evidence": log_evidence, "method": method, "particles": particles if method in SMC_METHODS
             else None, "curve": curve, "curve_seconds": at_seconds, "exact_curve": exact_curve, "seconds": seconds,
             "ms_per_sample": 1000 * seconds / max(1, samples), "ms_per_token": 1000 * seconds / max(1, steps),

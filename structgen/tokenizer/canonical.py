@@ -121,6 +121,7 @@ class CanonicalFilter:
         self._verdicts: dict[int, np.ndarray] = {}
         self._pair_cache: OrderedDict[tuple[int, int], tuple[np.ndarray, np.ndarray]] = OrderedDict()
         self._mask_cache: OrderedDict[int, np.ndarray] = OrderedDict()
+        self._words_cache: OrderedDict[int, np.ndarray] = OrderedDict()
         self._entries = cache_entries
 
     # ------------------------------------------------------------------ building
@@ -268,6 +269,22 @@ class CanonicalFilter:
         if len(self._mask_cache) > self._entries:
             self._mask_cache.popitem(last=False)
         return m
+
+    def allowed_words(self, state: int, n_words: int) -> np.ndarray:
+        """:meth:`allowed` packed as a token bitmask of ``n_words`` uint32 words (the engine's
+        layout), cached per state beside the bool masks."""
+        hit = self._words_cache.get(state)
+        if hit is None:
+            packed = np.packbits(self.allowed(state), bitorder="little")
+            buf = np.zeros(n_words * 4, dtype=np.uint8)
+            buf[: len(packed)] = packed
+            hit = buf.view(np.uint32)
+            self._words_cache[state] = hit
+            if len(self._words_cache) > self._entries:
+                self._words_cache.popitem(last=False)
+        else:
+            self._words_cache.move_to_end(state)
+        return hit
 
     def is_allowed(self, state: int, token: int) -> bool:
         if token in self.eos_ids:

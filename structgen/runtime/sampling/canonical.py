@@ -14,7 +14,6 @@ automaton and the filter, remembered per product state), so a prefix the mask le
 always be finished, as the Matcher contract asks; elsewhere the samplers redraw a dead end."""
 from __future__ import annotations
 
-import weakref
 from typing import Any
 
 import numpy as np
@@ -101,27 +100,18 @@ LIVE_SEARCH_NODES = 4096
 LIVE_CHECK_TOKENS = 512
 #: token automata built for liveness only up to this many states (a larger constraint: no look-ahead)
 LIVE_DFA_STATES = 4096
-_LIVE_DFAS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()  # compiled grammar -> TokenDFA | None
 
 
 def _live_dfa(grammar):
     """The constraint's token automaton for the liveness search, or None (not regular, value checks,
-    or too large): then a canonical prefix may still meet a dead end, and the samplers redraw."""
-    try:
-        return _LIVE_DFAS[grammar]
-    except (KeyError, TypeError):
-        pass
-    from .token_dfa import token_dfa
+    or larger than ``LIVE_DFA_STATES``): then a canonical prefix may still meet a dead end, and the
+    samplers redraw."""
+    from .token_dfa import cached_token_dfa
 
     try:
-        dfa = token_dfa(grammar, max_states=LIVE_DFA_STATES)
-    except UnsupportedFeature:
-        dfa = None
-    try:
-        _LIVE_DFAS[grammar] = dfa
-    except TypeError:
-        pass
-    return dfa
+        return cached_token_dfa(grammar, max_states=LIVE_DFA_STATES)
+    except (UnsupportedFeature, TypeError):  # TypeError: an object the cache cannot hold a weak reference to
+        return None
 
 
 def with_canonical(matcher: Any, filt: Any, *, lookahead: bool = True):
@@ -139,21 +129,18 @@ class CanonicalMatcher:
     not end.  The filter's state follows ``accept_token`` / ``rollback``."""
 
     def __init__(self, matcher: Any, filt: Any, states: list[int] | None = None, *, dfa: Any = None,
-                 dfa_states: list[int] | None = None, live: dict | None = None) -> None:
+                 dfa_states: list[int] | None = None, live: dict | None = None, dead: dict | None = None) -> None:
         self.matcher, self.filter = matcher, filt
         self.dfa = dfa
         self._dfa_states = list(dfa_states) if dfa_states is not None else ([dfa.start] if dfa is not None else [])
         self._live = live if live is not None else {}  # (dfa state, filter state) -> can finish canonically
-        self._dead: dict = {}  # (dfa state, filter state) -> dead tokens, shared by copies
+        self._dead = dead if dead is not None else {}  # (dfa state, filter state) -> dead tokens, shared by copies
         self.grammar = matcher.grammar
         if filt.vocab_size != self.grammar.vocab_size:
             raise InvalidArgument(f"the canonical filter covers {filt.vocab_size} tokens, the grammar "
                                   f"{self.grammar.vocab_size}: build it from the model's tokenizer")
         self._eos = frozenset(self.grammar.eos_ids)
         self._states = list(states) if states is not None else [filt.start]
-        self._words = getattr(filt, "_words_cache", None)
-        if self._words is None:
-            self._words = filt._words_cache = {}
 
     @property
     def vocab_size(self) -> int:
@@ -169,10 +156,8 @@ class CanonicalMatcher:
         self._dfa_states = [self.dfa.start] if self.dfa is not None else []
 
     def copy(self) -> "CanonicalMatcher":
-        c = CanonicalMatcher(self.matcher.copy(), self.filter, self._states, dfa=self.dfa,
-                             dfa_states=self._dfa_states, live=self._live)
-        c._dead = self._dead
-        return c
+        return CanonicalMatcher(self.matcher.copy(), self.filter, self._states, dfa=self.dfa,
+                                dfa_states=self._dfa_states, live=self._live, dead=self._dead)
 
     # -- liveness: a canonical completion inside the constraint exists --------------------------
     def _is_live(self, d: int, c: int) -> bool:
@@ -237,7 +222,7 @@ class CanonicalMatcher:
             return hit
         if words is None:
             words = np.asarray(self.matcher.next_token_mask(), dtype=np.uint32)
-            words = words & self._filter_words(len(words))
+            words = words & self.filter.allowed_words(self.state, len(words))
         bits = np.unpackbits(np.ascontiguousarray(words).view(np.uint8), bitorder="little")
         ids = np.flatnonzero(bits)
         dead = []
@@ -261,23 +246,9 @@ class CanonicalMatcher:
     def min_completion_bytes(self):
         return self.matcher.min_completion_bytes()
 
-    def _filter_words(self, n_words: int) -> np.ndarray:
-        s = self.state
-        hit = self._words.get(s)
-        if hit is None:
-            bits = self.filter.allowed(s)
-            packed = np.packbits(bits, bitorder="little")
-            buf = np.zeros(n_words * 4, dtype=np.uint8)
-            buf[: len(packed)] = packed
-            hit = buf.view(np.uint32)
-            if len(self._words) > 4096:
-                self._words.clear()
-            self._words[s] = hit
-        return hit
-
     def next_token_mask(self) -> np.ndarray:
         words = np.asarray(self.matcher.next_token_mask(), dtype=np.uint32)
-        out = words & self._filter_words(len(words))
+        out = words & self.filter.allowed_words(self.state, len(words))
         dead = self._dead_tokens(out)
         if dead:
             out = out.copy()

@@ -30,6 +30,7 @@ from typing import Sequence
 import numpy as np
 
 from ...errors import GenerationError, InvalidArgument
+from .constraint import allowed_ids
 from .hmm import HMM, HMMError
 from .sequence import DeadEnd, SequenceSample
 from .token_dfa import TokenDFA
@@ -217,37 +218,24 @@ class DecoG:
             raise GenerationError(f"no output of the format fits within {self.max_len} tokens", reason="max_tokens")
 
     def sample(self, lm, rng: np.random.Generator, prefix_lm: Sequence[int] = (), *,
-               canonical=None, matcher=None) -> SequenceSample:
-        """One output (EOS excluded), the LM asked at each prefix (``lm.logprobs``).  ``canonical``
-        (a ``CanonicalFilter``): each step's distribution is restricted to the tokens it allows and
-        renormalised (the backward table does not see the filter: a step it leaves empty is a
-        ``DeadEnd``, and the sample is drawn again by the caller).  ``matcher`` (a
-        ``CanonicalMatcher`` at its start, used on a copy) instead: each step is restricted to its
-        mask, which also drops the canonical dead ends of a regular constraint."""
+               matcher=None) -> SequenceSample:
+        """One output (EOS excluded), the LM asked at each prefix (``lm.logprobs``).  ``matcher`` (a
+        ``CanonicalMatcher`` at its start, used on a copy): each step is restricted to its mask, the
+        canonical filter's (the backward table does not see the filter: a step the mask leaves empty
+        is a ``DeadEnd``, and the sample is drawn again by the caller)."""
         if matcher is not None:
             matcher = matcher.copy()
-            canonical = None
         self.check_feasible()
         dfa, hmm = self.dfa, self.hmm
         s, a = dfa.start, hmm.forward_start()
-        cs = canonical.start if canonical is not None else None
         out: list[int] = []
         for step in range(self.max_len):
             ids, lp = self.step_logprobs(a, s, self.max_len - step, lm.logprobs(list(prefix_lm) + out))
             p = np.exp(lp)
             if matcher is not None:
-                from .constraint import allowed_ids
-
                 p = np.where(np.isin(ids, allowed_ids(matcher)), p, 0.0)
                 if not p.sum() > 0:
                     raise DeadEnd(f"no token the constraint's mask allows may follow after {len(out)} tokens")
-            if canonical is not None:
-                ok = canonical.allowed(cs)[np.minimum(ids, canonical.vocab_size - 1)]
-                end = np.isin(ids, list(dfa.eos_ids))
-                ok = np.where(end, canonical.can_end(cs), ok)
-                p = np.where(ok, p, 0.0)
-                if not p.sum() > 0:
-                    raise DeadEnd(f"no canonical token may follow after {len(out)} tokens")
             t = int(ids[rng.choice(len(ids), p=p / p.sum())])
             s = dfa.step(s, t)
             if dfa.absorbing[s]:
@@ -255,8 +243,6 @@ class DecoG:
             out.append(t)
             if matcher is not None:
                 matcher.accept_token(t)
-            if canonical is not None:
-                cs = canonical.advance(cs, t)
             a = hmm.forward_step(a, t)
         if self.exact_length and dfa.final[s]:
             return SequenceSample(out, 0.0, steps=self.max_len)

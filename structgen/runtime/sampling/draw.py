@@ -31,7 +31,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import math
 import time
 import warnings
 import weakref
@@ -47,6 +46,8 @@ from ...sampler_methods import METHODS, check_method
 from .canonical import resolve_canonical, with_canonical
 from .hmm import HMM, HMMError
 from .smc import run_smc
+from .weights import effective_sample_size, log_mean_exp
+from .token_dfa import cached_token_dfa
 from .twisted import run_twisted_smc_runs
 
 __all__ = ["Sample", "Samples", "sample", "METHODS", "draw_one", "draw_samples", "generate_with_sampler",
@@ -85,25 +86,6 @@ class Samples(list):
     ess: float | None = None
     log_evidence: float | None = None
     method: str = ""
-
-
-def effective_sample_size(log_weights) -> float:
-    """``(sum w)^2 / sum w^2`` of the weights ``exp(log_weights)`` (0 when every weight is 0)."""
-    lw = np.asarray(list(log_weights), dtype=np.float64)
-    lw = lw[np.isfinite(lw)]
-    if not len(lw):
-        return 0.0
-    w = np.exp(lw - lw.max())
-    return float(w.sum() ** 2 / (w ** 2).sum())
-
-
-def _log_mean_exp(lw, n: int) -> float:
-    lw = np.asarray(list(lw), dtype=np.float64)
-    lw = lw[np.isfinite(lw)]
-    if not len(lw) or n <= 0:
-        return float("-inf")
-    m = float(lw.max())
-    return m + math.log(float(np.exp(lw - m).sum()) / n)
 
 
 def _warn_ess(ess: float, count: int, threshold: float | None, what: str) -> None:
@@ -150,9 +132,10 @@ def sample(model: Any, prompt: str, *, schema: Any = None, regex: str | None = N
     satisfies the constraint; an output the budget cannot finish is never returned (a sample
     that meets a dead end is drawn again, at most ``10 n`` times).
 
-    ``canonical`` (default True): only the tokenizer's own tokenization of each text is drawn (the
-    target is the model's distribution over canonical tokenizations restricted to the constraint);
-    False: every tokenization, as before.  ``ess_warning``: the share of the weighted samples below
+    ``canonical`` (default ``"auto"``): only the tokenizer's own tokenization of each text is drawn
+    (the target is the model's distribution over canonical tokenizations restricted to the
+    constraint; a tokenizer the filter does not cover warns and draws every tokenization); True:
+    such a tokenizer is an error; False: every tokenization, as before.  ``ess_warning``: the share of the weighted samples below
     which a low effective sample size warns (None: never).
 
     ``method="decog"`` needs ``hmm=`` (an ``HMM`` or the path of one saved by ``structgen hmm
@@ -174,9 +157,6 @@ def sample(model: Any, prompt: str, *, schema: Any = None, regex: str | None = N
     return draw_samples(lm, compiled, model.info, n=n, method=method, particles=particles,
                         max_tokens=max_tokens, seed=seed, estimator=estimator, hmm=hmm, prune=prune,
                         canonical=canonical, ess_warning=ess_warning)
-
-
-_TOKEN_DFAS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()  # compiled grammar -> token DFA
 
 
 _TWIST_HMMS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()  # compiled grammar -> {(prompt, budget): HMM}
@@ -222,7 +202,7 @@ def _twist_cache_path(lm, compiled, key: tuple) -> "Path | None":
     from ..._cache import cache_root, code_fingerprint
 
     try:
-        dfa = _token_dfa(compiled)
+        dfa = cached_token_dfa(compiled)
         m = lm.model
         fp = f"{m.info.fingerprint()}|{m.name}|{m.source}|{m.quantized}|{m.dtype}"
     except Exception:  # noqa: BLE001 - no automaton (decog_sampler then says why) or no fingerprint: no disk cache
@@ -234,22 +214,13 @@ def _twist_cache_path(lm, compiled, key: tuple) -> "Path | None":
     return cache_root() / "twist-hmm" / f"{h.hexdigest()[:24]}.npz"
 
 
-def _token_dfa(compiled):
-    from .token_dfa import token_dfa
-
-    dfa = _TOKEN_DFAS.get(compiled)
-    if dfa is None:
-        dfa = _TOKEN_DFAS[compiled] = token_dfa(compiled)
-    return dfa
-
-
 def decog_sampler(compiled, hmm: Any, vocab_size: int, max_tokens: int, prune: int | float | None = None):
     """The Deco-G sampler for a compiled constraint: its token automaton (built once per grammar)
     and the HMM's backward table over ``max_tokens``."""
     from .decog import DecoG, resolve_hmm
 
     hmm = resolve_hmm(hmm, vocab_size)
-    dfa = _token_dfa(compiled)
+    dfa = cached_token_dfa(compiled)
     if prune is None:
         return DecoG(hmm, dfa, max_tokens)
     if isinstance(prune, float):  # a share of the forward vector's mass (1.0: no pruning)
@@ -266,8 +237,8 @@ def draw_samples(lm, compiled, info, *, n: int, method: str, particles: int = 8,
     ``budget_aware`` (AWRS and SMC): a token is viable only if the output can still finish within
     ``max_tokens`` (the budget guard's test), so a particle steers towards ending instead of dying
     at the budget; the target is then the outputs that stay finishable at every step.
-    ``canonical``: True (the filter of the LM's model; none for a toy LM without a tokenizer),
-    False, or a ``CanonicalFilter``.  ``ess_threshold``: SMC resamples when its ESS falls below
+    ``canonical``: ``"auto"``, True (the filter of the LM's model; none for a toy LM without a
+    tokenizer), False, or a ``CanonicalFilter`` (see ``canonical.resolve_canonical``).  ``ess_threshold``: SMC resamples when its ESS falls below
     this share of the particles."""
     from ...engine.matcher import Matcher
 
@@ -306,7 +277,7 @@ def draw_samples(lm, compiled, info, *, n: int, method: str, particles: int = 8,
                 out.append(Sample(text(p.token_ids), p.token_ids, p.log_weight, r, run.log_evidence,
                                   run.checks // max(1, particles), ess))
         out.ess = worst
-        out.log_evidence = _log_mean_exp(evidences, len(evidences))
+        out.log_evidence = log_mean_exp(evidences, len(evidences))
         return out
     trie = ASAp(lm, matcher, max_tokens=max_tokens) if method == "asap" else None
     decog = decog_sampler(compiled, hmm, info.vocab_size, max_tokens, prune) if method == "decog" else None
@@ -333,7 +304,7 @@ def draw_samples(lm, compiled, info, *, n: int, method: str, particles: int = 8,
         out.append(Sample(text(s.token_ids), s.token_ids, s.log_weight, len(out), None, s.checks))
     if method == "awrs":
         out.ess = effective_sample_size(x.log_weight for x in out)
-        out.log_evidence = _log_mean_exp([x.log_weight for x in out], len(out) + dead)
+        out.log_evidence = log_mean_exp([x.log_weight for x in out], len(out) + dead)
         for x in out:
             x.ess, x.log_evidence = out.ess, out.log_evidence
         _warn_ess(out.ess, len(out), ess_warning, "awrs")

@@ -136,7 +136,6 @@ def twist_sequences(lm, matcher, rng: np.random.Generator, *, samples: int, max_
     on text far from the language)."""
     from .sequence import DeadEnd, sample_masked
 
-    eos = set(lm.eos_ids)
     walks: list[list[int]] = []
     tries = 0
     while len(walks) < samples and tries < 4 * samples:
@@ -152,7 +151,14 @@ def twist_sequences(lm, matcher, rng: np.random.Generator, *, samples: int, max_
     distinct = sorted({tuple(w[:k]) for w in walks for k in range(len(w) + 1)})
     reps = max(1, -(-sequences // max(1, len(distinct))))
     prefixes = [list(x) for x in distinct for _ in range(reps)]
-    max_tokens = continuation
+    return _continue(lm, prefixes, rng, tokens=continuation, batch=batch)
+
+
+def _continue(lm, prefixes: list[list[int]], rng: np.random.Generator, *, tokens: int,
+              batch: int) -> list[list[int]]:
+    """Each prefix followed by up to ``tokens`` tokens the model draws unconstrained (EOS kept where it
+    ended), ``batch`` rows of one KV cache at a time, the prefixes fed token by token."""
+    eos = set(lm.eos_ids)
     out: list[list[int]] = []
     for b0 in range(0, len(prefixes), batch):
         rows = prefixes[b0:b0 + batch]
@@ -160,13 +166,13 @@ def twist_sequences(lm, matcher, rng: np.random.Generator, *, samples: int, max_
         parts = lm.particles(len(rows))
         lp = parts.start()
         ended = [False] * len(rows)
-        for step in range(max(map(len, rows)) + max_tokens):
+        for step in range(max(map(len, rows)) + tokens):
             feed = []
             for i, r in enumerate(rows):
                 if step < len(r):
                     feed.append(r[step])
                     continue
-                if ended[i] or len(seqs[i]) - len(r) >= max_tokens:
+                if ended[i] or len(seqs[i]) - len(r) >= tokens:
                     ended[i] = True
                     feed.append(seqs[i][-1] if seqs[i] else lm.eos_ids[0])
                     continue

@@ -20,6 +20,7 @@ from ...errors import InvalidArgument
 from .awrs import awrs_step
 from .constraint import is_viable, limit_to_eos
 from .sequence import SequenceSample
+from .weights import effective_sample_size, log_mean_exp
 
 __all__ = ["SMCRun", "run_smc", "resample"]
 
@@ -35,13 +36,6 @@ class SMCRun:
     checks: int = 0
     steps: int = 0
     extra: dict = field(default_factory=dict)
-
-
-def _log_mean_exp(x: np.ndarray) -> float:
-    if not np.isfinite(x).any():
-        return float("-inf")
-    m = float(np.max(x))
-    return m + float(np.log(np.mean(np.exp(x - m))))
 
 
 def resample(log_w: np.ndarray, rng: np.random.Generator, scheme: str = "stratified") -> np.ndarray:
@@ -100,14 +94,11 @@ def run_smc(lm, matcher, rng: np.random.Generator, *, particles: int, max_tokens
         if done.all():
             break
         lps = batch.advance(feed)
-        finite = np.isfinite(log_w)
-        if not finite.any():
+        if not np.isfinite(log_w).any():
             break
-        w = np.exp(log_w[finite] - log_w[finite].max())
-        ess = w.sum() ** 2 / (w ** 2).sum()
-        if ess < ess_threshold * n:
+        if effective_sample_size(log_w) < ess_threshold * n:
             keep = resample(log_w, rng, scheme)
-            mean = _log_mean_exp(log_w)
+            mean = log_mean_exp(log_w)
             tokens = [list(tokens[k]) for k in keep]
             matchers = [matchers[k].copy() for k in keep]
             done = done[keep].copy()
@@ -115,7 +106,7 @@ def run_smc(lm, matcher, rng: np.random.Generator, *, particles: int, max_tokens
             batch.reorder(keep.tolist())
             log_w = np.full(n, mean)
             resamples += 1
-    log_z = _log_mean_exp(log_w)
+    log_z = log_mean_exp(log_w)
     norm = log_w - (np.logaddexp.reduce(log_w) if np.isfinite(log_w).any() else 0.0)
     parts = [SequenceSample(tokens[i], float(norm[i]), steps=len(tokens[i]) + 1) for i in range(n)]
     return SMCRun(parts, log_z, resamples=resamples, checks=checks, steps=steps)

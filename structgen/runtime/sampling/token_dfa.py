@@ -11,6 +11,7 @@ no such automaton and is refused with ``UnsupportedFeature``.
 """
 from __future__ import annotations
 
+import weakref
 from collections import deque
 from dataclasses import dataclass
 from typing import Callable, Sequence
@@ -19,7 +20,7 @@ import numpy as np
 
 from ...errors import UnsupportedFeature
 
-__all__ = ["TokenDFA", "token_dfa", "dfa_from_function", "recursive_rule"]
+__all__ = ["TokenDFA", "token_dfa", "cached_token_dfa", "dfa_from_function", "recursive_rule"]
 
 MAX_STATES = 20_000
 
@@ -196,3 +197,29 @@ def token_dfa(grammar, *, max_states: int = MAX_STATES) -> TokenDFA:
     absorbing = np.zeros(done + 1, dtype=bool)
     final[done] = absorbing[done] = True
     return TokenDFA(0, out_tokens, out_dests, final, absorbing, eos)
+
+
+_CACHE: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()  # grammar -> TokenDFA, or (error, max_states)
+
+
+def cached_token_dfa(grammar, *, max_states: int = MAX_STATES) -> TokenDFA:
+    """:func:`token_dfa`, built once per compiled grammar for every caller (Deco-G, twisted SMC, the
+    canonical filter's dead-end search).  A refusal is remembered with the limit it was made under and
+    raised again; a larger ``max_states`` than a refusal for size tries again."""
+    hit = _CACHE.get(grammar)
+    if isinstance(hit, TokenDFA):
+        if hit.n_states <= max_states:
+            return hit
+        raise UnsupportedFeature(f"more than {max_states} token-level states are reachable "
+                                 f"({hit.n_states})", keyword="decog")
+    if hit is not None:
+        err, limit = hit
+        if max_states <= limit or "more than" not in str(err):
+            raise err
+    try:
+        dfa = token_dfa(grammar, max_states=max_states)
+    except UnsupportedFeature as e:
+        _CACHE[grammar] = (e, max_states)
+        raise
+    _CACHE[grammar] = dfa
+    return dfa

@@ -31,7 +31,8 @@ from ...errors import InvalidArgument
 from .constraint import allowed_ids
 from .lm import PrefixParticles
 from .sequence import SequenceSample
-from .smc import SMCRun, _log_mean_exp, resample
+from .smc import SMCRun, resample
+from .weights import effective_sample_size, log_mean_exp
 
 __all__ = ["run_twisted_smc", "run_twisted_smc_runs", "MAX_BATCH_ROWS"]
 
@@ -124,13 +125,11 @@ def _batch(lm, matcher, rng, twist, particles: int, max_tokens: int, runs: int, 
         for r in range(runs):  # each run resamples within its own rows
             rows = slice(r * P, (r + 1) * P)
             lw = log_w[rows]
-            finite = np.isfinite(lw)
-            if not finite.any() or done[rows].all():
+            if not np.isfinite(lw).any() or done[rows].all():
                 continue
-            w = np.exp(lw[finite] - lw[finite].max())
-            if w.sum() ** 2 / (w ** 2).sum() < ess_threshold * P:
+            if effective_sample_size(lw) < ess_threshold * P:
                 order[rows] = r * P + resample(lw, rng, scheme)
-                log_w[rows] = _log_mean_exp(lw)
+                log_w[rows] = log_mean_exp(lw)
                 resamples[r] += 1
         if (order != np.arange(n)).any():
             keep = order.tolist()
@@ -147,5 +146,5 @@ def _batch(lm, matcher, rng, twist, particles: int, max_tokens: int, runs: int, 
         lw = log_w[r * P:(r + 1) * P]
         norm = lw - (np.logaddexp.reduce(lw) if np.isfinite(lw).any() else 0.0)
         parts = [SequenceSample(tokens[r * P + i], float(norm[i]), steps=len(tokens[r * P + i]) + 1) for i in range(P)]
-        result.append(SMCRun(parts, _log_mean_exp(lw), resamples=int(resamples[r]), checks=int(checks[r]), steps=steps))
+        result.append(SMCRun(parts, log_mean_exp(lw), resamples=int(resamples[r]), checks=int(checks[r]), steps=steps))
     return result
