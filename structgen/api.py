@@ -340,7 +340,11 @@ def _json_value(grammar: CompiledGrammar, result, pyd, validator=None) -> Any:
     except json.JSONDecodeError as e:  # pragma: no cover - the grammar makes this impossible
         raise GenerationError(f"output is not JSON: {e}", partial=result.text) from None
     validator = validator if validator is not None else grammar.validator
-    errors = sorted(validator.iter_errors(value), key=lambda e: list(e.path)) if validator else []
+    try:
+        errors = sorted(validator.iter_errors(value), key=lambda e: list(e.path)) if validator else []
+    except Exception as e:  # noqa: BLE001 - e.g. a reference jsonschema cannot resolve: never returned unchecked
+        raise GenerationError(f"the final validation of the output could not run ({type(e).__name__}: {e}); "
+                              "the output is not returned unchecked", partial=result.text) from None
     if errors:
         err = errors[0]
         ptr = "/" + "/".join(str(p) for p in err.path)

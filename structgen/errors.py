@@ -21,10 +21,12 @@ class GrammarError(StructgenError):
 
 
 class SchemaError(StructgenError):
-    """An invalid or unsatisfiable JSON Schema; ``pointer`` names the subschema."""
+    """An invalid or unsatisfiable JSON Schema; ``pointer`` names the subschema, ``reason`` is the
+    message without it."""
 
     def __init__(self, message: str, *, pointer: str = ""):
         self.pointer = pointer
+        self.reason = message
         super().__init__(f"{pointer or '#'}: {message}")
 
 

@@ -49,7 +49,12 @@ class SchemaCompiler(LogicMixin, FiniteValuesMixin, StringsMixin, NumbersMixin, 
         self._dyn_keys: dict[tuple, tuple] = {}  # dynamic scope -> dyn_key
         self._bare_refs: set[tuple] = set()  # ref targets entered since a value last read anything
         self._memo: dict[tuple, Expr | None] = {}
+        # why a value came out empty: per keyed_value() being compiled, the pointers where the empty
+        # values it met lie (the deepest is the cause named by UnsatisfiableSchema); per memo key, its cause
+        self._empty_frames: list[list[str]] = []
+        self._empty_cause: dict[tuple, str] = {}
         self._in_progress: dict[tuple, str | None] = {}
+        self._root_key: tuple | None = None
         self._combinator_depth = 0
         self._check_frames: list[list[str]] = []  # per value() being compiled: keywords left to a check
         self._branch_work = 0  # anyOf/oneOf branches compiled so far (bounded: MAX_BRANCH_CONJUNCTIONS)
@@ -213,7 +218,9 @@ class SchemaCompiler(LogicMixin, FiniteValuesMixin, StringsMixin, NumbersMixin, 
                                       "and no value satisfies it closed (the schema itself is satisfiable "
                                       "without strict)", pointer=ptr)
         if body is None:
-            raise UnsatisfiableSchema("no JSON value satisfies this schema", pointer="#")
+            ptr = self._empty_cause.get(self._root_key, "#")
+            what = "this schema" if ptr == "#" else "the subschema here, and every value of the whole schema needs one"
+            raise UnsatisfiableSchema(f"no JSON value satisfies {what}", pointer=ptr)
         self.ir.rules["start"] = body
         return self.ir
 
@@ -251,20 +258,32 @@ class SchemaCompiler(LogicMixin, FiniteValuesMixin, StringsMixin, NumbersMixin, 
 
     def keyed_value(self, nodes: list[SchemaNode], seen_keys: set) -> Expr | None:
         key = tuple(sorted(seen_keys))
+        if self._root_key is None:
+            self._root_key = key
         if key in self._memo:
-            return self._memo[key]
+            expr = self._memo[key]
+            if expr is None:
+                self._note_empty(self._empty_cause.get(key, nodes[0].ptr if nodes else "#"))
+            return expr
         if key in self._in_progress:  # recursion (e.g. "any JSON value" inside itself): name a rule
             name = self._in_progress[key] or f"rec{len(self._in_progress)}_{len(self.ir.rules)}"
             self._in_progress[key] = name
             return Sym(name)
         self._in_progress[key] = None
         self._check_frames.append([])
+        self._empty_frames.append([])
         try:
             flat = self.flatten(nodes, frozenset())
             expr = None if flat is None else self.conjunction(flat)
         finally:
             name = self._in_progress.pop(key)
             checked = self._check_frames.pop()
+            inner_empty = self._empty_frames.pop()
+        if expr is None:
+            cause = max(inner_empty, key=_pointer_depth) if inner_empty else \
+                max((n.ptr for n in nodes), key=_pointer_depth, default="#")
+            self._empty_cause[key] = cause
+            self._note_empty(cause)
         if checked and expr is not None:
             expr = self.checked_value(expr, nodes)
         if name is not None:
@@ -272,6 +291,21 @@ class SchemaCompiler(LogicMixin, FiniteValuesMixin, StringsMixin, NumbersMixin, 
             expr = Sym(name) if expr is not None else None
         self._memo[key] = expr
         return expr
+
+    def _note_empty(self, ptr: str) -> None:
+        """Tell the value being compiled around this one that a value inside it has no JSON value."""
+        if self._empty_frames:
+            self._empty_frames[-1].append(ptr)
+
+    def empty_mark(self) -> int:
+        """Where the empty values noted so far end (for :meth:`forget_empty`)."""
+        return len(self._empty_frames[-1]) if self._empty_frames else 0
+
+    def forget_empty(self, mark: int) -> None:
+        """The empty values noted since ``mark`` do not empty the value around them (an optional member
+        that cannot appear): they are not its cause."""
+        if self._empty_frames:
+            del self._empty_frames[-1][mark:]
 
     def checked_value(self, expr: Expr, nodes: list[SchemaNode]) -> Sym:
         """``expr`` over-approximates the value (a keyword could not be compiled exactly): a rule of
@@ -421,6 +455,11 @@ class SchemaCompiler(LogicMixin, FiniteValuesMixin, StringsMixin, NumbersMixin, 
 #: Compiles again, each with one more oneOf checked whose joined branches failed, before every
 #: anyOf/oneOf of the schema is checked instead.
 MAX_JOIN_RETRIES = 4
+
+
+def _pointer_depth(ptr: str) -> int:
+    """How deep a JSON pointer (``#/a/b``, or a document's ``uri#/a``) points."""
+    return ptr.count("/")
 
 
 def schema_to_ir(schema, opts: SchemaOptions) -> tuple[GrammarIR, Any]:

@@ -209,8 +209,9 @@ def check_schema(schema) -> None:
     try:
         cls.check_schema(schema)
     except jsonschema.exceptions.SchemaError as e:
-        # no "$schema": older drafts' spellings (boolean exclusiveMinimum, ...) are accepted too
-        if not (isinstance(schema, dict) and "$schema" in schema):
+        # no "$schema": older drafts' spellings (boolean exclusiveMinimum, ...) are accepted too, but not
+        # a malformed identifier ("$id": 5 means nothing to draft-04, yet the validator reads it as an id)
+        if not (isinstance(schema, dict) and "$schema" in schema) and not _bad_identifier(meta, schema):
             for older in (jsonschema.Draft7Validator, jsonschema.Draft4Validator):
                 try:
                     older.check_schema(schema)
@@ -219,6 +220,15 @@ def check_schema(schema) -> None:
                     pass
         ptr = "#/" + "/".join(str(p) for p in e.path) if e.path else "#"
         raise SchemaError(f"invalid schema: {e.message}", pointer=ptr) from None
+
+
+#: keywords every draft since 6 reads as the schema's identity or its references: always strings
+_IDENTIFIERS = frozenset({"$id", "$schema", "$ref", "$anchor", "$dynamicRef", "$dynamicAnchor", "$recursiveRef"})
+
+
+def _bad_identifier(meta, schema) -> bool:
+    """Does the (latest draft's) meta-schema refuse one of the identifying keywords of ``schema``?"""
+    return any(_IDENTIFIERS.intersection(str(p) for p in e.path) for e in meta.iter_errors(schema))
 
 
 def make_validator(schema, *, format: str = "assert", registry=None, ignore: frozenset = frozenset()):

@@ -178,6 +178,7 @@ class ObjectsMixin:
                 continue
             key_sym = None
             alts = []
+            empty_mark = self.empty_mark()
             for mark, extra in self.member_splits(some, lambda j: self.valid_under(k, [some[j][0]])):
                 e = self.value(value_nodes_for(k) + extra)
                 if e is not None:
@@ -185,6 +186,8 @@ class ObjectsMixin:
                     alts.append((mark, seq(key_sym, self.COLON, e)))
             if not alts and k in required:
                 return None
+            if k not in required:
+                self.forget_empty(empty_mark)
             if alts:
                 members.append((k, alt(*[e for _, e in alts])))
                 moves_of[k] = alts

@@ -12,7 +12,7 @@ from urllib.parse import unquote, urldefrag
 from urllib.parse import urljoin as _urljoin
 
 from ...errors import SchemaError
-from .input import subschema_draft
+from .input import check_schema, subschema_draft
 from .documents import Documents
 
 
@@ -95,6 +95,8 @@ class Resolver:
         """A document another one names, from the registry or the meta-schemas, indexed once."""
         doc = self.documents.get(url, pointer=ptr, ref=ref)
         where = f"{url}#"
+        if url not in _META_URLS:  # the meta-schemas are right by definition (and large)
+            _check_document(doc, url, ref, ptr)
         self._index(doc, url, where, draft=subschema_draft(doc, self.draft))
         self.resources[url] = (doc, url, where)
         return self.resources[url]
@@ -153,6 +155,26 @@ def schema_id(schema, draft: int | None) -> str | None:
     return ident if isinstance(ident, str) else None
 
 
+def _meta_urls() -> frozenset:
+    from jsonschema_specifications import REGISTRY
+
+    return frozenset(uri.rstrip("#") for uri in REGISTRY)
+
+
+_META_URLS = _meta_urls()
+
+
+def _check_document(doc, url: str, ref: str, ptr: str) -> None:
+    """A registry document is a schema like the root: its meta-schema check, its errors named with the
+    document's URI and the $ref that reached it (a malformed document never compiles)."""
+    try:
+        check_schema(doc)
+    except SchemaError as e:
+        inner = (e.pointer or "#")[1:]
+        raise SchemaError(f"registry document {url!r} (reached by $ref {ref!r} at {ptr}): {e.reason}",
+                          pointer=f"{url}#{inner}") from None
+
+
 def own_base(schema, parent_base: str, draft: int | None = None) -> str:
     """The base URI inside ``schema``: its ``$id`` (as its ``draft`` reads it) resolved against its
     parent's base."""
@@ -207,7 +229,7 @@ class SchemaNode:
         self.scope = scope
         self.draft = draft
         if own_draft is ...:  # not given: this schema's own $schema, else the draft that reached it
-            from .input import subschema_draft
+            from .input import check_schema, subschema_draft
 
             own_draft = subschema_draft(schema, draft)
         self.own_draft = own_draft

@@ -1008,3 +1008,21 @@ def test_plain_integers_are_written_without_a_fraction(comp):
     assert not accepts_text(comp, schema, '{"n":5.0}', plain_integers=True)
     assert not accepts_text(comp, schema, '{"n":5e0}', plain_integers=True)
     assert accepts_text(comp, schema, '{"n":5}', plain_integers=True)
+
+
+@pytest.mark.parametrize("schema,pointer", [
+    ({"type": "object", "properties": {"a": {"type": "object", "required": ["b"],
+                                             "properties": {"b": {"type": "string", "minLength": 5, "maxLength": 2}}}},
+      "required": ["a"]}, "#/properties/a/properties/b"),
+    ({"type": "array", "items": {"allOf": [{"type": "string"}, {"type": "integer"}]}, "minItems": 1}, "#/items"),
+    ({"type": "object", "properties": {"opt": {"enum": []}, "req": {"not": {}}}, "required": ["req"]},
+     "#/properties/req"),
+    ({"allOf": [{"type": "string"}, {"type": "integer"}]}, "#"),
+])
+def test_an_unsatisfiable_schema_names_the_deepest_empty_subschema_every_value_needs(comp, schema, pointer):
+    """UnsatisfiableSchema pointed at "#" whatever the cause."""
+    from structgen.errors import UnsatisfiableSchema
+
+    with pytest.raises(UnsatisfiableSchema) as e:
+        comp.compile_json_schema(schema)
+    assert e.value.pointer == pointer

@@ -247,3 +247,47 @@ def test_a_draft_04_root_reads_no_dollar_id(comp):
     schema = {"$schema": "http://json-schema.org/draft-04/schema#", "$id": "https://example.com/other/x.json",
               "definitions": {"a": {"type": "string"}}, "properties": {"s": {"$ref": "#/definitions/a"}}}
     assert accepts(comp.compile_json_schema(schema), '{"s": "x"}')
+
+
+@pytest.mark.parametrize("doc,pointer", [
+    ({"properties": []}, "https://e.com/a.json#/properties"),
+    ({"type": "object", "properties": {"x": {"$id": 5}}}, "https://e.com/a.json#/properties/x/$id"),
+    ({"$ref": 3}, "https://e.com/a.json#/$ref"),
+])
+def test_a_malformed_registry_document_is_named_with_its_uri_and_pointer(comp, doc, pointer):
+    """A document a $ref reaches is checked against its meta-schema as the root is: before, it compiled
+    (``properties: []``) or surfaced as referencing's AttributeError."""
+    schema = {"type": "object", "properties": {"a": {"$ref": "https://e.com/a.json"}}}
+    with pytest.raises(SchemaError) as e:
+        comp.compile_json_schema(schema, registry={"https://e.com/a.json": doc})
+    assert e.value.pointer == pointer
+    assert "registry document 'https://e.com/a.json'" in str(e.value) and "#/properties/a" in str(e.value)
+
+
+def test_a_registry_entry_referencing_cannot_read_says_why(comp):
+    with pytest.raises(SchemaError, match=r"is not a schema: invalid schema: 5 is not of type 'string' at #/\$schema"):
+        comp.compile_json_schema({"$ref": "https://e.com/a.json"}, registry={"https://e.com/a.json": {"$schema": 5}})
+
+
+def test_a_non_string_id_is_refused_whatever_the_draft(comp):
+    """Without "$schema", older drafts' spellings are accepted, but draft-04 ignoring "$id" let
+    ``{"$id": 5}`` through to jsonschema, which raised AttributeError building its validator."""
+    with pytest.raises(SchemaError) as e:
+        comp.compile_json_schema({"$id": 5})
+    assert e.value.pointer == "#/$id"
+
+
+def test_a_dict_registry_is_converted_once_and_again_when_its_entries_change(comp):
+    from structgen.grammar.json_schema.documents import as_registry
+
+    docs = {f"https://e.com/d{i}.json": {"type": "object", "properties": {"n": {"type": "integer"}}}
+            for i in range(50)}
+    docs["https://e.com/t.json"] = {"type": "integer"}
+    first = as_registry(docs)
+    assert as_registry(docs) is first  # the same mapping, unchanged: not converted again
+    g = comp.compile_json_schema({"$ref": "https://e.com/t.json"}, registry=docs)
+    assert accepts(g, "5") and not accepts(g, '"a"')
+    docs["https://e.com/t.json"] = {"type": "string"}  # an entry replaced: converted again, compiled again
+    assert as_registry(docs) is not first
+    g = comp.compile_json_schema({"$ref": "https://e.com/t.json"}, registry=docs)
+    assert accepts(g, '"a"') and not accepts(g, "5")
