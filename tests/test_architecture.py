@@ -275,8 +275,12 @@ MIRROR_PENDING = {
 }
 
 
+#: build output inside the package, not code: the shipped numba kernels (structgen kernels build)
+_BUILT = {"__pycache__", "_kernels"}
+
+
 def _folders(root: Path) -> set[str]:
-    return {str(p.relative_to(root)) for p in root.rglob("*") if p.is_dir() and "__pycache__" not in p.parts}
+    return {str(p.relative_to(root)) for p in root.rglob("*") if p.is_dir() and not _BUILT.intersection(p.parts)}
 
 
 def test_every_subpackage_has_its_tests_folder():

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import sys
+import time
 from importlib.metadata import entry_points
 from pathlib import Path
 
@@ -25,11 +26,34 @@ assert "site-packages" in where.parts, f"structgen imported from {where}, not fr
 assert CHECKOUT is None or where.parent != CHECKOUT / "structgen", f"structgen imported from the checkout: {where}"
 print(f"structgen {structgen.__version__} from {where.parent}")
 
+from numba.core import event  # noqa: E402
+
+from structgen.automata.kernel_cache import shipped_files, shipped_kernels_usable  # noqa: E402
+
+compiled: list[str] = []
+
+
+class _Compiles(event.Listener):
+    def on_start(self, ev):
+        compiled.append(ev.data["dispatcher"].py_func.__qualname__)
+
+    def on_end(self, ev):
+        pass
+
+
+event.register("numba:compile", _Compiles())
+t0 = time.perf_counter()
 model = load_model()
 person = json.loads(schema_file("person").read_text())
 value = generate_json(model, person, "Invent a person.", max_tokens=96)
 jsonschema.validate(value, person)
-print(f"generate_json(person.json): {value}")
+print(f"generate_json(person.json): {value} ({time.perf_counter() - t0:.1f} s from load_model)")
+assert shipped_files(), "the wheel holds no shipped kernels (structgen kernels build before pip wheel)"
+if shipped_kernels_usable():  # an x86-64-v3 CPU and the numba the kernels were built with
+    assert not compiled, f"the first generate_json compiled {len(compiled)} kernels: {compiled[:8]}"
+    print(f"shipped kernels: {len(shipped_files())} files, nothing compiled before the first output")
+else:
+    print(f"shipped kernels not usable here; {len(compiled)} kernels compiled")
 
 names = shipped_grammar_names()
 assert {"json", "sql", "sparql", "arithmetic", "python", "lark"} <= set(names), names

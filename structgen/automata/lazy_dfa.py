@@ -16,12 +16,12 @@ from __future__ import annotations
 
 import threading
 
-import numba
 import numpy as np
 
 from ..errors import GrammarError
 from ..uids import new_uid
 from .fsa import NFA, NFATables, nfa_tables
+from .kernel_cache import kernel
 
 __all__ = ["LazyDFA", "MAX_LAZY_BYTES", "UNKNOWN", "FULL", "warm_up_lazy_dfa"]
 
@@ -33,7 +33,7 @@ FULL = -3
 _FNV = np.uint64(0x100000001B3)
 
 
-@numba.njit(cache=True, nogil=True, inline="always")
+@kernel(nogil=True, inline="always")
 def _hash_row(row):
     h = np.uint64(0xCBF29CE484222325)
     for w in range(len(row)):
@@ -42,7 +42,7 @@ def _hash_row(row):
     return h
 
 
-@numba.njit(cache=True, nogil=True)
+@kernel(nogil=True)
 def _rehash(sets, n, htab):
     """Put states ``0..n-1`` into the (empty) hash table under their ids."""
     mask = np.uint64(len(htab) - 1)
@@ -53,7 +53,7 @@ def _rehash(sets, n, htab):
         htab[slot] = k
 
 
-@numba.njit(cache=True, nogil=True)
+@kernel(nogil=True)
 def _intern(row, sets, htab, count, accept, dist, nfa_accept, nfa_dist):
     """The id of subset ``row`` (made when new), or FULL when the table has no room."""
     mask = np.uint64(len(htab) - 1)
@@ -96,7 +96,7 @@ def _intern(row, sets, htab, count, accept, dist, nfa_accept, nfa_dist):
     return n
 
 
-@numba.njit(cache=True, nogil=True)
+@kernel(nogil=True)
 def _make(state, c, sets, trans, htab, count, accept, dist, succ_ptr, succ, nfa_accept, nfa_dist, row):
     """The state class ``c`` leads to from ``state``, made now (-1 dead; FULL).  Callers look
     the transition up first and call this only when it is UNKNOWN: a call passing the tables
@@ -128,7 +128,7 @@ def _make(state, c, sets, trans, htab, count, accept, dist, succ_ptr, succ, nfa_
     return t
 
 
-@numba.njit(cache=True, nogil=True)
+@kernel(nogil=True)
 def run_bytes(state, data, classmap, sets, trans, htab, count, accept, dist, succ_ptr, succ, nfa_accept, nfa_dist,
               row):
     """The state after ``data`` from ``state``: -1 when a byte is refused, FULL when out of room."""
@@ -143,7 +143,7 @@ def run_bytes(state, data, classmap, sets, trans, htab, count, accept, dist, suc
     return state
 
 
-@numba.njit(cache=True, nogil=True)
+@kernel(nogil=True)
 def explore(done, limit, classmap, sets, trans, htab, count, accept, dist, succ_ptr, succ, nfa_accept, nfa_dist, row):
     """Make the successors of states ``done``.. in id order (breadth first from the start) until
     every reachable state is made or more than ``limit`` are.  Returns the first state whose
@@ -158,7 +158,7 @@ def explore(done, limit, classmap, sets, trans, htab, count, accept, dist, succ_
     return done
 
 
-@numba.njit(cache=True, nogil=True)
+@kernel(nogil=True)
 def walk_mask(state, node_byte, node_depth, node_end, tok_ptr, tok_ids, classmap, sets, trans, htab, count, accept,
               dist, succ_ptr, succ, nfa_accept, nfa_dist, row, state_at, closer, mask):
     """Set in ``mask`` every token whose bytes keep the automaton alive from ``state`` (a preorder
@@ -194,7 +194,7 @@ def walk_mask(state, node_byte, node_depth, node_end, tok_ptr, tok_ids, classmap
     return 0
 
 
-@numba.njit(cache=True, nogil=True)
+@kernel(nogil=True)
 def token_end_states(state, ids, padded, lengths, classmap, sets, trans, htab, count, accept, dist, succ_ptr, succ,
                      nfa_accept, nfa_dist, row, out):
     """``out[i]``: the state token ``ids[i]`` (bytes ``padded[ids[i], :lengths[ids[i]]]``) leads to

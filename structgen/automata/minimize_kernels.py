@@ -2,13 +2,13 @@
 states no string of a bounded length tells apart."""
 from __future__ import annotations
 
-import numba
 import numpy as np
+from .kernel_cache import kernel
 
 __all__ = ["depth_canonical", "hopcroft_blocks"]
 
 
-@numba.njit(cache=True, nogil=True)
+@kernel(nogil=True)
 def _same_signature(trans, part, r, s):
     if part[r] != part[s]:
         return False
@@ -22,7 +22,7 @@ def _same_signature(trans, part, r, s):
     return True
 
 
-@numba.njit(cache=True, nogil=True)
+@kernel(nogil=True)
 def depth_canonical(trans, accept, depth):
     """Smallest state of each class of states no string of at most ``depth``
     bytes tells apart (Moore refinement, ``depth`` rounds at most).
@@ -89,7 +89,7 @@ def depth_canonical(trans, accept, depth):
     return canon
 
 
-@numba.njit(cache=True, nogil=True)
+@kernel(nogil=True)
 def hopcroft_blocks(trans, accept):
     """Myhill-Nerode classes of a (partial) DFA by Hopcroft's partition refinement,
     O(states x classes x log states): the block id of every state.

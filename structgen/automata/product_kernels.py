@@ -2,8 +2,8 @@
 set of literal strings (walked as a trie)."""
 from __future__ import annotations
 
-import numba
 import numpy as np
+from .kernel_cache import kernel
 
 
 from .table_kernels import grow1, grow2
@@ -11,7 +11,7 @@ from .table_kernels import grow1, grow2
 __all__ = ["pair_product", "difference_trie"]
 
 
-@numba.njit(cache=True, nogil=True)
+@kernel(nogil=True)
 def pair_product(ta, tb, acc_a, acc_b, start_a, start_b, mode, max_states):
     """Breadth-first product of two DFAs over shared classes (columns already aligned).
 
@@ -70,7 +70,7 @@ def pair_product(ta, tb, acc_a, acc_b, start_a, start_b, mode, max_states):
     return n, trans[:n], accept, px[:n], py[:n]
 
 
-@numba.njit(cache=True, nogil=True)
+@kernel(nogil=True)
 def _pair_run(ta, tb, NB, mode, max_states, i, n, trans, px, py, keys, slots):
     """Expand product states ``i``.. of :func:`pair_product` while the arrays have room for
     what one state can add: ``(i, n, status)``, status 0 done, 1 grow, -1 past ``max_states``."""
@@ -119,7 +119,7 @@ def _pair_run(ta, tb, NB, mode, max_states, i, n, trans, px, py, keys, slots):
 # -- open-addressing tables of int runs (shared with the lexer kernels) ---------------------------
 
 
-@numba.njit(cache=True, nogil=True)
+@kernel(nogil=True)
 def difference_trie(a_trans, a_cm, a_accept, a_start, data, offs):
     """The table of ``a`` minus a set of byte strings (``fsa._difference_literals``): the trie of
     the strings on top, each node carrying the row of the one state of ``a`` its prefix leads to

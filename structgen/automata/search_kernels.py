@@ -7,15 +7,15 @@ name meant ~1 ms per trim.  These loops are linear in the transition table and t
 """
 from __future__ import annotations
 
-import numba
 import numpy as np
 
 from .table_kernels import HASH_MUL
+from .kernel_cache import kernel
 
 __all__ = ["predecessors", "backward_depth", "live_reachable", "UTF8_FORMS", "plain_loop_states", "renumber_rows", "counted_chain", "column_classes"]
 
 
-@numba.njit(cache=True, nogil=True)
+@kernel(nogil=True)
 def predecessors(trans):
     """Reverse edges in compressed rows: ``preds[offsets[t]:offsets[t + 1]]`` step into ``t`` (a
     state once per transition)."""
@@ -39,7 +39,7 @@ def predecessors(trans):
     return offsets, preds
 
 
-@numba.njit(cache=True, nogil=True)
+@kernel(nogil=True)
 def backward_depth(trans, accept):
     """Fewest bytes from each state to an accepting one (-1: none)."""
     n = trans.shape[0]
@@ -65,7 +65,7 @@ def backward_depth(trans, accept):
     return depth
 
 
-@numba.njit(cache=True, nogil=True)
+@kernel(nogil=True)
 def live_reachable(trans, accept, start):
     """States that can reach acceptance and are reachable from ``start`` through such states."""
     n, c = trans.shape
@@ -103,7 +103,7 @@ UTF8_FORMS = np.array([
 ], dtype=np.int64)
 
 
-@numba.njit(cache=True, nogil=True)
+@kernel(nogil=True)
 def _utf8_loops(trans, classmap, s, cur, nxt):
     """Every multi-byte character read from state ``s`` keeps the automaton alive and brings
     it back to ``s`` (checked by the set of states each byte position can reach)."""
@@ -140,7 +140,7 @@ def _utf8_loops(trans, classmap, s, cur, nxt):
     return True
 
 
-@numba.njit(cache=True, nogil=True)
+@kernel(nogil=True)
 def plain_loop_states(trans, classmap, plain):
     """uint8 per state: 1 where every byte flagged in ``plain`` leads back to the same state,
     2 where moreover every well-formed multi-byte UTF-8 character does (free text: a trie
@@ -164,7 +164,7 @@ def plain_loop_states(trans, classmap, plain):
     return out
 
 
-@numba.njit(cache=True, nogil=True)
+@kernel(nogil=True)
 def renumber_rows(trans, order, new_id):
     """Rows ``order`` of ``trans`` with every target ``t`` renamed ``new_id[t]`` (-1 stays -1):
     the table of a trimmed or minimised automaton in one pass."""
@@ -179,7 +179,7 @@ def renumber_rows(trans, order, new_id):
     return out
 
 
-@numba.njit(cache=True, nogil=True)
+@kernel(nogil=True)
 def counted_chain(trans, accept, start, copies, lo, saturate):
     """``copies`` copies of a prefix-free unit automaton in a row (``lo`` or more units accepted):
     the table of "between lo and copies-1 characters" without a subset construction.
@@ -214,7 +214,7 @@ def counted_chain(trans, accept, start, copies, lo, saturate):
     return out, acc, s0
 
 
-@numba.njit(cache=True, nogil=True)
+@kernel(nogil=True)
 def column_classes(trans):
     """Byte classes with identical columns merged: (new class of each column, in first-seen
     order; the first column of each new class).  Columns are hashed, then compared on equal hash."""

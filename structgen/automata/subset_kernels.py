@@ -2,15 +2,15 @@
 important states that the lazy DFA (:mod:`structgen.automata.lazy_dfa`) builds its states from."""
 from __future__ import annotations
 
-import numba
 import numpy as np
 
 from .table_kernels import csr, grow1, pair_list_hash, probe, rehash_from
+from .kernel_cache import kernel
 
 __all__ = ["subset_construction", "nfa_successors"]
 
 
-@numba.njit(cache=True, nogil=True)
+@kernel(nogil=True)
 def _closure(stack, top, mark, stamp, eps_ptr, eps_order, eps_dst, cur):
     """Epsilon closure of the ``top`` states on ``stack``, sorted into ``cur``; returns its size."""
     m = 0
@@ -31,7 +31,7 @@ def _closure(stack, top, mark, stamp, eps_ptr, eps_order, eps_dst, cur):
     return m
 
 
-@numba.njit(cache=True, nogil=True)
+@kernel(nogil=True)
 def subset_construction(n, eps_src, eps_dst, e_src, e_sym, e_dst, n_syms, starts, finals, max_work, max_states,
                         universal):
     """Subset construction of several NFAs sharing one state space (states ``0..n``; NFA
@@ -112,7 +112,7 @@ def subset_construction(n, eps_src, eps_dst, e_src, e_sym, e_dst, n_syms, starts
     return True, dfa_ptr, is_final[:n_sets], o_src[:n_out], o_sym[:n_out], o_dst[:n_out]
 
 
-@numba.njit(cache=True, nogil=True)
+@kernel(nogil=True)
 def _subset_run(r, base, i, tq0, n_touched, n_sets, n_out, work, stamp, starts, finals, universal, eps_ptr, eps_order,
                 eps_dst, e_ptr, e_order, e_sym, e_dst, mark, stack, cur, pool, set_ptr, hashes, is_final, slots,
                 sym_head, sym_tail, touched, t_dst, t_next, o_src, o_sym, o_dst, max_work, max_states):
@@ -201,7 +201,7 @@ def _subset_run(r, base, i, tq0, n_touched, n_sets, n_out, work, stamp, starts, 
     return 0, i, tq0, n_touched, n_sets, n_out, work, stamp, 0
 
 
-@numba.njit(cache=True, nogil=True, inline="always")
+@kernel(nogil=True, inline="always")
 def _closure_into(u0, stamp, mark, seen, stack, eps_ptr, eps_order, eps_dst, dist, index, out, n_out):
     """Append to ``out`` the important states (``index`` >= 0) of the epsilon closure of ``u0``
     that can reach the final state and are not yet ``seen`` in this ``stamp``; returns the count."""
@@ -226,7 +226,7 @@ def _closure_into(u0, stamp, mark, seen, stack, eps_ptr, eps_order, eps_dst, dis
     return n_out
 
 
-@numba.njit(cache=True, nogil=True)
+@kernel(nogil=True)
 def nfa_successors(n, eps_src, eps_dst, e_src, e_clo, e_chi, e_dst, n_classes, start, final):
     """Tables of :func:`structgen.grammar.fsa.nfa_tables`: for each *important* state (one that
     reads a byte, or the final state) from which ``final`` is reachable, and each byte class, the

@@ -2,8 +2,8 @@
 state tuples, and edges grouped by source (CSR)."""
 from __future__ import annotations
 
-import numba
 import numpy as np
+from .kernel_cache import kernel
 
 __all__ = ["HASH_MUL", "grow2", "grow1", "pair_list_hash", "probe", "rehash_from", "csr"]
 
@@ -11,21 +11,21 @@ __all__ = ["HASH_MUL", "grow2", "grow1", "pair_list_hash", "probe", "rehash_from
 HASH_MUL = np.uint64(0x9E3779B97F4A7C15)
 
 
-@numba.njit(cache=True, nogil=True)
+@kernel(nogil=True)
 def grow2(a, n):
     b = np.empty((n, a.shape[1]), dtype=a.dtype)
     b[:a.shape[0]] = a
     return b
 
 
-@numba.njit(cache=True, nogil=True)
+@kernel(nogil=True)
 def grow1(a, n):
     b = np.empty(n, dtype=a.dtype)
     b[:a.shape[0]] = a
     return b
 
 
-@numba.njit(cache=True, nogil=True)
+@kernel(nogil=True)
 def pair_list_hash(js, ss, m):
     h = np.uint64(1469598103934665603)
     for i in range(m):
@@ -34,7 +34,7 @@ def pair_list_hash(js, ss, m):
     return h
 
 
-@numba.njit(cache=True, nogil=True, inline="always")
+@kernel(nogil=True, inline="always")
 def probe(slots, hashes, ptr, have_a, have_b, want_a, want_b, m, h):
     """Open-addressing lookup of the entry list ``want_*[:m]`` (hash ``h``) among rows
     ``have_*[ptr[r]:ptr[r+1]]``: ``(row or -1, free slot)``."""
@@ -56,7 +56,7 @@ def probe(slots, hashes, ptr, have_a, have_b, want_a, want_b, m, h):
         slot = (slot + 1) & (tsize - 1)
 
 
-@numba.njit(cache=True, nogil=True)
+@kernel(nogil=True)
 def rehash_from(hashes, lo, hi, tsize):
     """A fresh slot table of ``tsize`` for rows ``lo..hi`` (one rule's subsets, or all rows)."""
     slots = np.full(tsize, -1, dtype=np.int64)
@@ -68,7 +68,7 @@ def rehash_from(hashes, lo, hi, tsize):
     return slots
 
 
-@numba.njit(cache=True, nogil=True)
+@kernel(nogil=True)
 def csr(n, src):
     """Targets of each state as ``dst[ptr[s]:ptr[s+1]]`` (counting sort by source)."""
     ptr = np.zeros(n + 1, dtype=np.int64)

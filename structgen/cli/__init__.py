@@ -8,7 +8,7 @@
 
 Layout: one module per command group -- ``generate``, ``bench`` (the group, whose benchmarks live in
 ``bench_masks``, ``bench_generation`` and ``bench_robustness``), ``hmm`` (and ``bench decog``), ``kg``
-(and ``bench kgqa``), ``serve`` (``bench vllm``, ``batch-masks``, ``gpu-masks``); ``common`` holds what
+(and ``bench kgqa``), ``kernels`` (the shipped numba kernels), ``serve`` (``bench vllm``, ``batch-masks``, ``gpu-masks``); ``common`` holds what
 they share.  Each group has an ``add_<command>`` function that registers its parser and sets
 ``func`` (called with the parsed args, returns an exit code); a new command is a module with such a
 function, called from :func:`build_parser`.  Heavy imports happen inside the ``_run_...``
@@ -26,6 +26,7 @@ from typing import Sequence
 from .bench import add_bench
 from .generate import add_generate
 from .hmm import add_hmm
+from .kernels import add_kernels
 from .kg import add_kg
 
 __all__ = ["build_parser", "main"]
@@ -42,6 +43,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_bench(sub)
     add_generate(sub)
     add_hmm(sub)
+    add_kernels(sub)
     add_kg(sub)
     return parser
 

@@ -19,7 +19,6 @@ one vectorised filter.
 """
 from __future__ import annotations
 
-import numba
 import numpy as np
 
 from ..automata.fsa import DFA
@@ -27,6 +26,7 @@ from ..automata.search_kernels import predecessors
 from ..byte_lru import ByteLRU
 from .counted import json_string_automaton, lockstep
 from .json_tracker import value_start
+from ..automata.kernel_cache import kernel
 
 __all__ = ["char_bounds_mask", "CharCounts", "cleared", "string_value_at"]
 
@@ -38,7 +38,7 @@ _FAR = 1 << 30
 WALKS = ByteLRU(16 << 20, name="engine.char_bounds.walks")
 
 
-@numba.njit(cache=True, nogil=True)
+@kernel(nogil=True)
 def _fewest_chars(dtrans, accept, pair, b_state, quote_class):
     """Per state: the fewest characters started before an accepting state (the closed string), by a
     breadth-first search backwards whose edges weigh 1 where a character starts (out of a character
@@ -80,7 +80,7 @@ def _fewest_chars(dtrans, accept, pair, b_state, quote_class):
     return md
 
 
-@numba.njit(cache=True, nogil=True)
+@kernel(nogil=True)
 def _walk(node_byte, node_depth, node_end, tok_ptr, tok_ids, dtrans, dcm, closed, pair, md, b_state, start,
           max_depth, tok_out, need_out, closed_out):
     """Walk the trie from state ``start``: per token, the fewest characters the string still needs
@@ -121,7 +121,7 @@ def _walk(node_byte, node_depth, node_end, tok_ptr, tok_ids, dtrans, dcm, closed
     return n
 
 
-@numba.njit(cache=True, nogil=True)
+@kernel(nogil=True)
 def _count_started(btrans, bcm, b_state, data):
     """Characters started by ``data`` (string content after the opening quote)."""
     a = b_state

@@ -20,10 +20,10 @@ import threading
 from collections import OrderedDict
 from typing import Callable
 
-import numba
 import numpy as np
 
 from ..automata.fsa import DFA
+from ..automata.kernel_cache import kernel
 
 __all__ = ["CountedStrings", "counted_strings", "boundary_counts", "class_counted", "json_string_automaton",
            "lockstep"]
@@ -33,7 +33,7 @@ __all__ = ["CountedStrings", "counted_strings", "boundary_counts", "class_counte
 MAX_COUNT = 256
 
 
-@numba.njit(cache=True, nogil=True)
+@kernel(nogil=True)
 def _counted_walk(node_byte, node_depth, node_end, tok_ptr, tok_ids, trans, classmap, b_state, closed_state,
                   max_depth, tok_out, cnt_out, closed_out, ev_nodes, ev_cnt, ob_nodes, ob_cnt):
     """Walk the whole trie from content state ``b_state`` counting started characters.
@@ -273,7 +273,7 @@ def _class_counted(dfa: DFA):
     return base, lo, hi
 
 
-@numba.njit(cache=True, nogil=True)
+@kernel(nogil=True)
 def _lockstep_counts(dtrans, dcm, btrans, bcm, reps, start, b_start, b_state, closed_state, quote, counts):
     """Partners and counts (see :func:`lockstep`); with ``counts`` False a state met at two counts
     is still consistent (only its partner must be one)."""

@@ -9,17 +9,17 @@ entries rather than the number of terminals.
 """
 from __future__ import annotations
 
-import numba
 import numpy as np
 
 from ..automata.search_kernels import plain_loop_states
 from ..automata.table_kernels import grow1, grow2, pair_list_hash, probe, rehash_from
+from ..automata.kernel_cache import kernel
 
 __all__ = ["build_core", "explore_product", "pack_dfa", "split_core", "warm_up_lexer_kernels"]
 
 
 
-@numba.njit(cache=True, nogil=True)
+@kernel(nogil=True)
 def explore_product(table, row_off, starts, max_states):
     """Breadth-first product of DFAs that share byte classes.
 
@@ -88,7 +88,7 @@ def explore_product(table, row_off, starts, max_states):
     return n, ptr[:n + 1], ent_j[:ptr[n]], ent_s[:ptr[n]], trans[:n], single_j[:n], single_s[:n]
 
 
-@numba.njit(cache=True, nogil=True)
+@kernel(nogil=True)
 def _explore_from(table, row_off, i, n, ptr, ent_j, ent_s, hashes, trans, single_j, single_s, slots, nj, ns,
                   max_states):
     """Expand product states ``i``.. of :func:`explore_product` (finding new ones) while the
@@ -145,7 +145,7 @@ def warm_up_lexer_kernels() -> None:
     build_core(packed, 1, np.zeros(256, dtype=np.bool_), 8)
 
 
-@numba.njit(cache=True, nogil=True)
+@kernel(nogil=True)
 def _intern_members(mem, m, kind_ptr, kind_mem, n_kinds, slots, hashes):
     """Kind id of the member list ``mem[:m]``, interned in ``kind_*`` (sized by the caller for
     every kind there can be: nothing is reallocated here).  Returns ``(kind, n_kinds)``."""
@@ -163,7 +163,7 @@ def _intern_members(mem, m, kind_ptr, kind_mem, n_kinds, slots, hashes):
     return r, n_kinds + 1
 
 
-@numba.njit(cache=True, nogil=True, inline="always")
+@kernel(nogil=True, inline="always")
 def _put(out, o, src, n):
     """``out[o:o + n] = src[:n]`` (any integer dtype into int32); returns ``o + n``."""
     for i in range(n):
@@ -200,7 +200,7 @@ def split_core(out: np.ndarray, k: int, total: int, n_cls: int, n_prod: int, n_k
     return parts
 
 
-@numba.njit(cache=True, nogil=True)
+@kernel(nogil=True)
 def build_core(packed, k, plain, max_states):
     """The whole combined-lexer table for ``k`` DFAs packed one after another in ``packed``
     (int32 blobs: ``states, classes, start``, classmap[256], accepting[states], table).

@@ -7,15 +7,15 @@ median JSON Schema compile.
 """
 from __future__ import annotations
 
-import numba
 import numpy as np
 
 from ..automata.table_kernels import csr
+from ..automata.kernel_cache import kernel
 
 __all__ = ["trim_rules"]
 
 
-@numba.njit(cache=True, nogil=True)
+@kernel(nogil=True)
 def trim_rules(dfa_ptr, is_final, o_src, o_sym, o_dst):
     """Which edges survive trimming: nonterminal edges into rules that derive no string are
     dropped (productive rules by fixpoint), then edges into states that can no longer reach a

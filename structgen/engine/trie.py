@@ -12,11 +12,11 @@ import hashlib
 import os
 from pathlib import Path
 
-import numba
 import numpy as np
 
 from ..automata.search_kernels import UTF8_FORMS, plain_loop_states
 from ..uids import new_uid
+from ..automata.kernel_cache import kernel
 
 
 #: Printable ASCII except the quote and backslash: what JSON string content repeats freely.
@@ -171,7 +171,7 @@ class TokenTrie:
         return trie
 
 
-@numba.njit(cache=True, nogil=True)
+@kernel(nogil=True)
 def _subtree_ends(depth):
     n = len(depth)
     end = np.empty(n, dtype=np.int32)
@@ -195,7 +195,7 @@ def _subtree_ends(depth):
 _ILL_FORMED = 1 + 4 * UTF8_FORMS.shape[0]
 
 
-@numba.njit(cache=True, nogil=True)
+@kernel(nogil=True)
 def _utf8_step(phase, b):
     """(next phase, well-formed) of a UTF-8 reader over :data:`UTF8_FORMS` -- the table the
     text-loop check of lexer states uses, so the two agree on what well-formed text is."""
@@ -214,7 +214,7 @@ def _utf8_step(phase, b):
     return phase + 1, True
 
 
-@numba.njit(cache=True, nogil=True)
+@kernel(nogil=True)
 def _below_kinds(node_byte, node_depth, node_end, plain):
     """Per node, what its subtree below holds (see ``TokenTrie.node_plain_below``)."""
     n = len(node_byte)
@@ -245,7 +245,7 @@ def _below_kinds(node_byte, node_depth, node_end, plain):
     return out
 
 
-@numba.njit(cache=True, nogil=True, inline="always")
+@kernel(nogil=True, inline="always")
 def _walk_range(j, end, node_byte, node_depth, node_end, node_word, node_bit, node_multi, node_plain_below, tok_ptr,
                 tok_ids, flat, n_cls, classmap, boundary, plain_loop, mask, ev_nodes, ev_states, n_ev, state_at):
     """Walk nodes ``j``..``end`` (preorder, whole subtrees) from the states in ``state_at``."""
@@ -276,7 +276,7 @@ def _walk_range(j, end, node_byte, node_depth, node_end, node_word, node_bit, no
     return n_ev
 
 
-@numba.njit(cache=True, nogil=True, inline="always")
+@kernel(nogil=True, inline="always")
 def _take_below(j, node_end, tok_ptr, tok_ids, mask):
     """Allow every token below node ``j`` (a subtree of plain text under a state that loops on
     it); returns the node after the subtree."""
@@ -287,7 +287,7 @@ def _take_below(j, node_end, tok_ptr, tok_ids, mask):
     return e
 
 
-@numba.njit(cache=True, nogil=True, inline="always")
+@kernel(nogil=True, inline="always")
 def _walk_subtree(r, state, node_byte, node_depth, node_end, node_word, node_bit, node_multi, node_plain_below,
                   tok_ptr, tok_ids, root_table, flat, n_cls, classmap, boundary, plain_loop, mask, ev_nodes, ev_states,
                   n_ev, state_at):
@@ -313,7 +313,7 @@ def _walk_subtree(r, state, node_byte, node_depth, node_end, node_word, node_bit
                        ev_states, n_ev, state_at)
 
 
-@numba.njit(cache=True, nogil=True)
+@kernel(nogil=True)
 def walk(node_byte, node_depth, node_end, node_word, node_bit, node_multi, node_plain_below, tok_ptr, tok_ids,
          root_table, trans, classmap, boundary, plain_loop, roots, root_states, mask, ev_nodes, ev_states, max_depth):
     """Walk the subtrees under ``roots`` (state *at* each root given).
@@ -337,7 +337,7 @@ def walk(node_byte, node_depth, node_end, node_word, node_bit, node_multi, node_
 _NO_ROOT_TABLE = np.zeros((0, 5), dtype=np.int32)
 
 
-@numba.njit(cache=True, nogil=True)
+@kernel(nogil=True)
 def walk_from_boundaries(node_byte, node_depth, node_end, node_word, node_bit, node_multi, node_plain_below, tok_ptr,
                          tok_ids, trans, classmap, boundary, plain_loop, nodes, scratch, words, vals, ev_nodes, ev_states,
                          max_depth):
@@ -368,14 +368,14 @@ def walk_from_boundaries(node_byte, node_depth, node_end, node_word, node_bit, n
     return n_ev, n_w
 
 
-@numba.njit(cache=True, nogil=True, inline="always")
+@kernel(nogil=True, inline="always")
 def _clear_subtree(j, node_end, tok_ptr, tok_ids, mask):
     for p in range(tok_ptr[j], tok_ptr[node_end[j]]):
         t = tok_ids[p]
         mask[t >> 5] &= ~(np.uint32(1) << np.uint32(t & 31))
 
 
-@numba.njit(cache=True, nogil=True, inline="always")
+@kernel(nogil=True, inline="always")
 def _set_node(j, node_word, node_bit, node_multi, tok_ptr, tok_ids, mask):
     mask[np.int64(node_word[j])] |= node_bit[j]
     if node_multi[j]:
@@ -384,7 +384,7 @@ def _set_node(j, node_word, node_bit, node_multi, tok_ptr, tok_ids, mask):
             mask[t >> 5] |= np.uint32(1) << np.uint32(t & 31)
 
 
-@numba.njit(cache=True, nogil=True, inline="always")
+@kernel(nogil=True, inline="always")
 def _keep_ref_events(lo_node, hi_node, e, ref_ev_nodes, ref_ev_states, pure_of, lo, ev_nodes, ev_states, n_ev):
     """Copy the reference walk's events inside the kept subtree ``[lo_node, hi_node)`` (both walks
     run in preorder, so reference events are merged in with one moving index ``e``), renumbered
@@ -404,7 +404,7 @@ def _keep_ref_events(lo_node, hi_node, e, ref_ev_nodes, ref_ev_states, pure_of, 
     return e, n_ev
 
 
-@numba.njit(cache=True, nogil=True)
+@kernel(nogil=True)
 def anchored_walk(node_byte, node_depth, node_end, node_word, node_bit, node_multi, node_plain_below, tok_ptr, tok_ids,
                   root_table, trans, classmap, boundary, plain_loop, x, lo, n_d, pure, pure_of, ref_mask,
                   ref_ev_nodes, ref_ev_states, mask, ev_nodes, ev_states, max_depth):
@@ -480,7 +480,7 @@ def anchored_walk(node_byte, node_depth, node_end, node_word, node_bit, node_mul
     return n_ev
 
 
-@numba.njit(cache=True, nogil=True)
+@kernel(nogil=True)
 def end_hits(node_byte, node_depth, node_end, tok_ptr, tok_ids, trans, classmap, n_prod, target, roots, root_states,
              from_boundary, out_states, out_toks, max_depth):
     """Tokens that end in a ``target`` state of a lexer table, reached through its product states
@@ -531,7 +531,7 @@ def end_hits(node_byte, node_depth, node_end, tok_ptr, tok_ids, trans, classmap,
     return n
 
 
-@numba.njit(cache=True, nogil=True)
+@kernel(nogil=True)
 def clear_tokens_where(mask, states, toks, refused):
     """Clear the bit of ``toks[k]`` in a mask wherever ``refused[states[k]]``."""
     for k in range(len(toks)):
@@ -540,14 +540,14 @@ def clear_tokens_where(mask, states, toks, refused):
             mask[t >> 5] &= ~(np.uint32(1) << np.uint32(t & 31))
 
 
-@numba.njit(cache=True, nogil=True)
+@kernel(nogil=True)
 def or_words(mask, words, vals):
     """``mask[words] |= vals`` for a sparse continuation result (one call, no temporaries)."""
     for k in range(len(words)):
         mask[words[k]] |= vals[k]
 
 
-@numba.njit(cache=True, nogil=True)
+@kernel(nogil=True)
 def advance_bytes(trans, classmap, state, data, start):
     """Feed ``data[start:]`` to a lexer DFA; return (state, index where it stopped).
 

@@ -24,12 +24,12 @@ import itertools
 import threading
 from collections import OrderedDict
 
-import numba
 import numpy as np
 
 from ..byte_lru import ByteLRU
 from .counted import boundary_counts, class_counted, counted_strings
 from .trie import TokenTrie, plain_loops
+from ..automata.kernel_cache import kernel
 
 #: Bytes of cached inside walks and of continuation walks (process-wide, shared by every grammar).
 INSIDE_CACHE_BYTES = 16 << 20
@@ -107,7 +107,7 @@ def make_walk(ev_nodes: np.ndarray, ev_states: np.ndarray, groups: tuple, *, own
     return (mask, words, vals, ev_nodes, ev_states, groups, own)
 
 
-@numba.njit(cache=True, nogil=True)
+@kernel(nogil=True)
 def split_by_state_label(ev_nodes, ev_states, label_of):
     """Boundary events grouped by ``label_of[state]``: ``(labels, ptr, nodes)`` with the nodes of
     ``labels[i]`` at ``nodes[ptr[i]:ptr[i + 1]]``, in preorder (one call instead of a numpy

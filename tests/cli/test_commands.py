@@ -34,15 +34,16 @@ def _leaves(parser: argparse.ArgumentParser, path=()):
 
 def test_the_commands_and_benchmarks_keep_their_names_and_order():
     parser = build_parser()
-    assert list(_subcommands(parser)) == ["bench", "generate", "hmm", "kg"]
+    assert list(_subcommands(parser)) == ["bench", "generate", "hmm", "kernels", "kg"]
     assert list(_subcommands(_subcommands(parser)["bench"])) == BENCHMARKS
     assert list(_subcommands(_subcommands(parser)["hmm"])) == ["distill"]
     assert list(_subcommands(_subcommands(parser)["kg"])) == ["serve"]
+    assert list(_subcommands(_subcommands(parser)["kernels"])) == ["build", "_workload", "status"]
 
 
 def test_every_command_runs_a_function_of_its_group():
     leaves = list(_leaves(build_parser()))
-    assert len(leaves) == len(BENCHMARKS) + 3
+    assert len(leaves) == len(BENCHMARKS) + 6
     for path, parser in leaves:
         func = parser.get_default("func")
         assert callable(func), path

@@ -76,7 +76,7 @@ def _mapping_to_registry(registry: Mapping):
 
 def _why_not_a_schema(doc, error: Exception) -> str:
     """The meta-schema's reason where it has one (referencing's own errors say what broke inside it)."""
-    from .input import check_schema
+    from .schema_check import check_schema
 
     try:
         check_schema(doc)

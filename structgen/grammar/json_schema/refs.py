@@ -12,7 +12,8 @@ from urllib.parse import unquote, urldefrag
 from urllib.parse import urljoin as _urljoin
 
 from ...errors import SchemaError
-from .input import check_schema, subschema_draft
+from .input import subschema_draft
+from .schema_check import check_schema
 from .documents import Documents
 
 
