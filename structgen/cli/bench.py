@@ -7,7 +7,7 @@ import argparse
 from .bench_generation import (add_bench_decode, add_bench_jsonschemabench, add_bench_real_schemas,
                                add_bench_samplers, add_bench_values)
 from .bench_masks import add_bench_grammar, add_bench_mask, add_bench_test_suite
-from .bench_robustness import add_bench_fuzz, add_bench_load, add_bench_memory
+from .bench_robustness import add_bench_fuzz, add_bench_load, add_bench_memory, add_bench_startup
 from .hmm import add_bench_decog
 from .kg import add_bench_kgqa
 from .serve import add_bench_batch_masks, add_bench_gpu_masks, add_bench_vllm
@@ -31,6 +31,7 @@ def add_bench(sub: argparse._SubParsersAction) -> None:
     add_bench_fuzz(bench_sub)
     add_bench_load(bench_sub)
     add_bench_memory(bench_sub)
+    add_bench_startup(bench_sub)
     add_bench_values(bench_sub)
     add_bench_real_schemas(bench_sub)
     add_bench_decog(bench_sub)

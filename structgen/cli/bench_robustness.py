@@ -1,8 +1,8 @@
-"""``structgen bench fuzz | load | memory``: the engine's promises under generated inputs, many threads
-and long runs."""
+"""``structgen bench fuzz | load | memory | startup``: the engine's promises under generated inputs, many
+threads and long runs, and the wait for a first output."""
 from __future__ import annotations
 
-__all__ = ["add_bench_fuzz", "add_bench_load", "add_bench_memory"]
+__all__ = ["add_bench_fuzz", "add_bench_load", "add_bench_memory", "add_bench_startup"]
 
 
 def add_bench_fuzz(bench_sub) -> None:
@@ -86,4 +86,30 @@ def _run_bench_memory(args) -> int:
                    cache_mb=args.cache_mb, output=args.output)
     print(format_memory_table(s))
     print(f"samples and plot: {args.output}/memory.json, {args.output}/memory-rss.png")
+    return 0
+
+
+def add_bench_startup(bench_sub) -> None:
+    p = bench_sub.add_parser("startup", help="the first output in a new environment (cold) and in later processes (warm)",
+                             description="Child processes import structgen, load_model() and generate_json a small "
+                                         "schema, timing each: cold (empty structgen and numba caches, as a new "
+                                         "virtualenv), warm (the same caches again), the cold start with the kernels "
+                                         "compiled here instead of the shipped ones, and transformers alone loading "
+                                         "the same converted model.")
+    p.add_argument("--warm-repeats", type=int, default=3, help="warm processes, medians reported (default 3)")
+    p.add_argument("--no-baseline", action="store_true", help="skip the cold start with kernels compiled here (~60 s)")
+    p.add_argument("--json", default=None, help="also write the rows here")
+    p.set_defaults(func=_run_bench_startup)
+
+
+def _run_bench_startup(args) -> int:
+    import json
+
+    from ..bench.startup import format_startup_table, run_startup
+
+    result = run_startup(warm_repeats=args.warm_repeats, baseline=not args.no_baseline)
+    print(format_startup_table(result))
+    if args.json:
+        with open(args.json, "w", encoding="utf-8") as f:
+            json.dump(result, f, indent=1)
     return 0

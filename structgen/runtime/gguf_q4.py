@@ -95,9 +95,9 @@ def _layers_from_gguf(hf_model: Any, gguf_path: str | Path) -> dict[str, tuple[t
     """{module name: (packed int4 digits, bf16 scales and zeros)} for every linear layer of ``hf_model``
     whose weight is, exactly and up to a row permutation, a quantized tensor of ``gguf_path`` of a type
     in ``gguf_blocks.TYPES``."""
-    import gguf
+    from ..tokenizer.gguf_file import reader
 
-    tensors = {t.name: t for t in gguf.GGUFReader(str(gguf_path)).tensors}
+    tensors = {t.name: t for t in reader(gguf_path).tensors}
     layers = {}
     for name, module in hf_model.named_modules():
         hit = _MODULES.search(name)
@@ -182,7 +182,8 @@ def install(hf_model: Any, gguf_path: str | Path, cache_file: Path | None = None
     from . import int8_output, row_invariant
 
     if os.environ.get("STRUCTGEN_INT8_OUTPUT", "1") != "0":
-        int8_output.install(hf_model)
+        int8_output.install(hf_model, None if cache_file is None else
+                            cache_file.with_name(cache_file.stem + "-outliers.pkl"))
     row_invariant.install(hf_model, [m for m in hf_model.modules() if isinstance(m, torch.nn.Linear)
                                      and not getattr(m, _MARK, False) and not int8_output.is_installed_on(m)])
     return len(layers)

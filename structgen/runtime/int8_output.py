@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import functools
 import types
+from pathlib import Path
 import warnings
 from typing import Any
 
@@ -100,15 +101,31 @@ def _int8_forward(self: torch.nn.Linear, x: torch.Tensor) -> torch.Tensor:
     return logits.reshape(*x.shape[:-1], logits.shape[-1]).to(x.dtype)
 
 
-def install(hf_model: Any) -> bool:
+def _cached_outlier_dims(hf_model: Any, cache_file: Path | None) -> torch.Tensor:
+    """:func:`outlier_dims`, kept in ``cache_file`` (a forward pass of the whole model, ~0.6 s of every
+    load): the caller keys the file by the model's weights, torch and the CPU's kernels."""
+    from .._cache import atomic_pickle_dump, pickle_load_or_none
+
+    if cache_file is not None:
+        data = pickle_load_or_none(cache_file)
+        if isinstance(data, dict) and data.get("n") == OUTLIER_DIMS and data.get("tokens") == CALIBRATION_TOKENS:
+            return torch.tensor(data["dims"], dtype=torch.long)
+    dims = outlier_dims(hf_model)
+    if cache_file is not None:
+        atomic_pickle_dump({"n": OUTLIER_DIMS, "tokens": CALIBRATION_TOKENS, "dims": dims.tolist()}, cache_file)
+    return dims
+
+
+def install(hf_model: Any, outliers_file: Path | None = None) -> bool:
     """Run ``hf_model``'s output layer as int8 weights with its outlier input dimensions in fp32; False
-    (the model untouched) where torch lacks the kernels or the layer is not a plain ``nn.Linear``."""
+    (the model untouched) where torch lacks the kernels or the layer is not a plain ``nn.Linear``.
+    ``outliers_file``: where the outlier dimensions are kept between loads."""
     head = hf_model.get_output_embeddings()
     if not available() or not isinstance(head, torch.nn.Linear) or getattr(head, _MARK, False):
         return False
     if saturates():  # 16-bit pair sums (no VNNI): the fp32 layer's answers over the int8 one's speed
         return False
-    outliers = outlier_dims(hf_model)
+    outliers = _cached_outlier_dims(hf_model, outliers_file)
     w = head.weight.detach().float()
     keep = torch.ones(w.shape[1], dtype=torch.bool)
     keep[outliers] = False

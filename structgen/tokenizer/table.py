@@ -228,9 +228,9 @@ class TokenizerInfo:
         ``llama`` (SentencePiece) ones unescape ``▁`` and read ``<0xNN>`` BYTE
         tokens; USER_DEFINED tokens are their raw text, as llama.cpp does.
         """
-        from gguf import GGUFReader  # local: only this path needs it
+        from .gguf_file import reader as gguf_reader  # local: only this path needs gguf
 
-        reader = GGUFReader(str(path))
+        reader = gguf_reader(path)
         fields = reader.fields
 
         def scalar(key: str) -> Any:

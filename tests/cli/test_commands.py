@@ -15,7 +15,7 @@ from structgen.cli.common import command_line, offline
 from structgen.shipped import shipped_grammar_names, shipped_schema_names
 
 BENCHMARKS = ["mask", "test-suite", "grammar", "regex", "dead-ends", "decode", "jsonschemabench", "samplers",
-              "fuzz", "load", "memory", "values", "real-schemas", "decog", "vllm", "batch-masks", "gpu-masks",
+              "fuzz", "load", "memory", "startup", "values", "real-schemas", "decog", "vllm", "batch-masks", "gpu-masks",
               "kgqa", "page"]
 
 

@@ -47,3 +47,20 @@ def test_it_can_be_turned_off(smol_dense, monkeypatch, tmp_path):
     gguf_q4.install(hf, smollm2_gguf_path(), tmp_path / "q4.pkl")
     assert gguf_q4.is_installed(hf) and not int8_output.is_installed(hf)
     assert getattr(hf.get_output_embeddings(), "_structgen_padded", False)  # row-invariant fp32 instead
+
+
+def test_the_outlier_dimensions_are_found_once_and_read_back(smol_dense, monkeypatch, tmp_path):
+    """Finding them runs the whole model (~0.6 s of every load before they were kept beside the 4-bit cache)."""
+    if int8_output.saturates():
+        return  # this CPU keeps the fp32 output layer: nothing to find
+    first = copy.deepcopy(smol_dense.hf_model)
+    assert int8_output.install(first, tmp_path / "outliers.pkl")
+    assert (tmp_path / "outliers.pkl").exists()
+
+    def no_forward(*a, **k):
+        raise AssertionError("the outlier dimensions were searched again")
+
+    monkeypatch.setattr(int8_output, "outlier_dims", no_forward)
+    second = copy.deepcopy(smol_dense.hf_model)
+    assert int8_output.install(second, tmp_path / "outliers.pkl")
+    assert torch.equal(first.get_output_embeddings()._structgen_int8[3], second.get_output_embeddings()._structgen_int8[3])
