@@ -8,8 +8,8 @@ from collections import Counter
 
 import pytest
 
-from structgen.bench.values import (EngineSpec, count_invented, parse_engine, run_values, score_record,
-                                    values_equal)
+from structgen.bench.values import EngineSpec, parse_engine, run_values
+from structgen.bench.values_scoring import count_invented, score_record, values_equal
 from structgen.bench.values_cases import KINDS, SCHEMAS, make_cases
 from structgen.grammar.json_schema import make_validator
 
