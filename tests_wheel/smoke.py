@@ -26,22 +26,9 @@ assert "site-packages" in where.parts, f"structgen imported from {where}, not fr
 assert CHECKOUT is None or where.parent != CHECKOUT / "structgen", f"structgen imported from the checkout: {where}"
 print(f"structgen {structgen.__version__} from {where.parent}")
 
-from numba.core import event  # noqa: E402
+from structgen.automata.kernel_cache import count_compiles, shipped_files, shipped_kernels_usable  # noqa: E402
 
-from structgen.automata.kernel_cache import shipped_files, shipped_kernels_usable  # noqa: E402
-
-compiled: list[str] = []
-
-
-class _Compiles(event.Listener):
-    def on_start(self, ev):
-        compiled.append(ev.data["dispatcher"].py_func.__qualname__)
-
-    def on_end(self, ev):
-        pass
-
-
-event.register("numba:compile", _Compiles())
+compiled = count_compiles()
 t0 = time.perf_counter()
 model = load_model()
 person = json.loads(schema_file("person").read_text())

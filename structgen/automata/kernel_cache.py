@@ -29,7 +29,7 @@ from numba.core import config
 from numba.core.caching import FunctionCache, IndexDataCacheFile
 
 __all__ = ["kernel", "SHIPPED", "BASELINE_CPU", "shipped_kernels_usable", "build_environment", "write_target",
-           "shipped_files"]
+           "shipped_files", "count_compiles"]
 
 #: where the shipped kernels live: one folder per kernel module, numba's file names inside
 SHIPPED = Path(__file__).resolve().parent.parent / "_kernels"
@@ -132,6 +132,24 @@ def kernel(**options: Any) -> Callable:
             pass
         return disp
     return wrap
+
+
+def count_compiles() -> list[str]:
+    """From now on, every numba compile in this process appends its function's name to the returned
+    list (a load from a cache is no compile): what the shipped kernels save, made visible."""
+    from numba.core import event
+
+    compiled: list[str] = []
+
+    class _Counter(event.Listener):
+        def on_start(self, ev):
+            compiled.append(ev.data["dispatcher"].py_func.__qualname__)
+
+        def on_end(self, ev):
+            pass
+
+    event.register("numba:compile", _Counter())
+    return compiled
 
 
 # ------------------------------------------------------------------------------------------ build

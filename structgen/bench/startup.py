@@ -26,12 +26,8 @@ __all__ = ["run_startup", "format_startup_table"]
 _STRUCTGEN_CHILD = r"""
 import json, time
 t0 = time.perf_counter()
-from numba.core import event
-compiles = []
-class L(event.Listener):
-    def on_start(self, ev): compiles.append(1)
-    def on_end(self, ev): pass
-event.register("numba:compile", L())
+from structgen.automata.kernel_cache import count_compiles
+compiles = count_compiles()
 import structgen
 from structgen import generate_json, load_model
 t1 = time.perf_counter()
