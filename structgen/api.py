@@ -269,10 +269,15 @@ def generate_json(model, schema: Any, prompt: str | None = None, *, max_tokens: 
     if reasoning and (registry is not None or format != "assert"):
         raise InvalidArgument("reasoning=True compiles the schema inside a structural tag, which takes neither "
                               "registry= nor format='annotate'")
-    grammar = None if reasoning else compiler_for(model).compile_json_schema(
-        schema_dict, whitespace=whitespace, strict=strict, lenient=lenient, format=format, registry=registry,
-        source=source if grounded is not False else None, ground_numbers=grounded is True, members=members,
-        plain_integers=True)
+    def compile_schema(stated_members: bool = True):
+        return compiler_for(model).compile_json_schema(
+            schema_dict, whitespace=whitespace, strict=strict, lenient=lenient, format=format, registry=registry,
+            source=source if grounded is not False else None, ground_numbers=grounded is True, members=members,
+            plain_integers=True, stated_members=stated_members)
+
+    grammar = None if reasoning else compile_schema()
+    if grammar is not None and source is not None and grounded is not False and not _fits(grammar, max_tokens):
+        grammar = compile_schema(stated_members=False)  # the members a text states are a preference, never a failure
 
     def prompt_text(request: str | None) -> str:
         request = with_source(request, source)
@@ -307,6 +312,13 @@ def generate_json(model, schema: Any, prompt: str | None = None, *, max_tokens: 
                               return_exceptions)
     return _single(model, grammar, prompt_text(prompt), finish, stream, json_partial=True,
                    json_after=think_end.encode() if reasoning else None, opts=opts)
+
+
+def _fits(grammar: CompiledGrammar, max_tokens: int) -> bool:
+    """Does some output of ``grammar`` fit ``max_tokens`` as the budget guard counts it?"""
+    from .runtime.budget import BudgetGuard
+
+    return BudgetGuard(Matcher(grammar)).tokens_needed(max_tokens) == 0
 
 
 def with_source(request: str | None, source: str | None) -> str | None:

@@ -422,7 +422,7 @@ class GrammarCompiler:
                             property_order: str = "schema", format: str = "assert", registry: Any = None,
                             timeout: float | None = None, max_memory: int | None = None,
                             source: str | None = None, ground_numbers: bool = False, members: str = "any",
-                            plain_integers: bool = False) -> CompiledGrammar:
+                            plain_integers: bool = False, stated_members: bool = True) -> CompiledGrammar:
         """A JSON Schema (dict, JSON text, or Pydantic model class); see ``structgen.grammar.json_schema``.
 
         ``property_order="schema"`` (default) emits defined properties in definition order, then
@@ -435,7 +435,8 @@ class GrammarCompiler:
         always known, and nothing else is fetched.
         ``timeout`` / ``max_memory``: this call's bounds (see :class:`GrammarCompiler`).
         ``source``: grounded extraction -- string values must be spans of this text (not enum/const
-        literals, keys, or fields marked ``"x-grounded": false``); see ``structgen.grammar.grounding``.
+        literals, keys, or fields marked ``"x-grounded": false``); see ``structgen.grammar.grounding``;
+        with it, ``stated_members`` (default on) writes the optional members the text plainly states.
         ``members="any"`` (default: the spec's language) or ``"named"`` (what ``generate_json`` uses:
         objects that name members hold only those; ``strict=True`` closes every object) and
         ``plain_integers`` (integers without ``.0``): generation policies that keep every output valid
@@ -450,6 +451,7 @@ class GrammarCompiler:
         opts = SchemaOptions(whitespace=whitespace, strict=strict, lenient=lenient, max_whitespace=max_whitespace,
                              property_order=property_order, format=format, registry=registry,
                              source=source, ground_numbers=ground_numbers, members=members,
+                             stated_members=stated_members,
                              plain_integers=plain_integers)
         reg_key = registry_key(registry)
 

@@ -159,3 +159,14 @@ def test_an_enums_values_the_source_names_are_listed_first():
     assert '- currency (one of "JPY", "USD", "EUR")' in text  # "EURO" is not the word "EUR"
     assert '- ship (one of "express", "standard")' in text
     assert '"USD", "EUR", "JPY"' in describe_schema(schema)  # no source: the schema's order
+
+
+def test_stated_members_never_make_a_grounded_request_fail_for_its_budget(tiny_model):
+    """Writing the members a text states lengthens the shortest output; where that no longer fits
+    max_tokens, generate_json compiles without them instead of failing."""
+    schema = {"type": "object", "properties": {"name": {"type": "string", "maxLength": 8},
+                                               "sku": {"type": "string", "pattern": "^[A-Z]{3}-[0-9]{4}$"}},
+              "required": ["name"]}
+    src = "Ada bought item KIT-1482."
+    value = generate_json(tiny_model, schema, "Extract.", source=src, max_tokens=14)
+    assert set(value) <= {"name", "sku"} and value["name"] in src

@@ -13,6 +13,13 @@ transitions), each character transition expanded into the bytes of its JSON enco
   empty -- ``" Marie"`` or ``""`` are not useful answers.  Both are cut inside the automaton: the
   start state has no whitespace moves, and a state accepts only if the character that enters it
   (one per state in a suffix automaton) is not whitespace.
+* **Whole words**: a span never starts or ends inside a word of the text (a maximal run of ASCII
+  letters and digits): the suffix automaton is intersected with "every word of the value is a word of
+  the text" (``_whole_words_dfa``), which refuses "Ac" of "Accra" and "202" of "2025" -- truncations a
+  small model writes when the tokens of a word inside a JSON string are unusual -- and keeps any run of
+  whole words with what lies between them.  Other scripts have no such words: their spans are as before.
+* **Balanced brackets**: a span holds both round (or square) brackets of a pair or neither, so a
+  phone number is "(988) 847-7508", never "988) 847-7508".
 * **Deterministic expansion**: encodings are a prefix code, so the bytes of the characters leaving
   one state branch only where their encodings differ (a small trie per state, needed only where
   two encodings share a first byte).  Since every transition into a state carries the same
@@ -31,7 +38,7 @@ from ..automata.product_kernels import pair_product
 from ..errors import GrammarError
 from .json_strings import quoted
 
-__all__ = ["source_numbers", "span_content_dfa", "span_string_dfa", "is_span", "longest_span", "canonical_encoding", "product_within",
+__all__ = ["source_numbers", "words_of", "span_content_dfa", "span_string_dfa", "is_span", "longest_span", "canonical_encoding", "product_within",
            "GROUNDING_CACHE_BYTES"]
 
 #: Bytes of span automata kept for reuse (each cache): a source is met again by the fields and calls of one
@@ -49,9 +56,24 @@ def canonical_encoding(ch: str) -> bytes:
 
 def is_span(value: str, source: str) -> bool:
     """Whether ``value`` (decoded) is a span the automaton accepts: non-empty, not starting or
-    ending with whitespace, free of lone surrogates, and a substring of ``source``."""
+    ending with whitespace, free of lone surrogates, a substring of ``source``, made of whole words of
+    it (every maximal run of ASCII letters and digits in ``value`` is one in ``source``), its round and
+    square brackets balanced."""
     return (bool(value) and not value[0].isspace() and not value[-1].isspace()
-            and not any(_is_surrogate(c) for c in value) and value in source)
+            and not any(_is_surrogate(c) for c in value) and value in source
+            and set(words_of(value)) <= set(words_of(source)) and _brackets_balance(value))
+
+
+def _brackets_balance(value: str, depth: int = 3) -> bool:
+    for opening, closing in ("()", "[]"):
+        level = 0
+        for c in value:
+            level += (c == opening) - (c == closing)
+            if level < 0 or level > depth:
+                return False
+        if level:
+            return False
+    return True
 
 
 def longest_span(source: str) -> int:
@@ -81,7 +103,90 @@ def _span_content_dfa(source: str) -> DFA:
         raise TypeError(f"source must be a str, not {type(source).__name__}")
     nxt, last = _suffix_automaton(source)
     d = _expand(nxt, last)
-    return d if d.is_empty() else minimize(trim(d))
+    if d.is_empty():
+        return d
+    return minimize(product_within(product_within(minimize(trim(d)), _whole_words_dfa(source)), _BALANCED))
+
+
+#: a word: a maximal run of ASCII letters and digits (a span never cuts one: "Ac" of "Accra" is not a value)
+_WORD = re.compile(rb"[A-Za-z0-9]+")
+_ALNUM = np.zeros(256, dtype=bool)
+_ALNUM[list(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789")] = True
+_HEX = np.zeros(256, dtype=bool)
+_HEX[list(b"0123456789abcdefABCDEF")] = True
+
+
+def words_of(value: str) -> list[str]:
+    """The words of ``value`` (its maximal runs of ASCII letters and digits)."""
+    return [w.decode("ascii") for w in _WORD.findall(value.encode("utf-8", "surrogatepass"))]
+
+
+def _balanced_dfa(depth: int = 3) -> DFA:
+    """Content whose round brackets balance, nested at most ``depth`` deep: a span holds both brackets
+    of a pair or neither ("(988) 847-7508", not "988) 847-7508"); square brackets alike."""
+    pairs = ((ord("("), ord(")")), (ord("["), ord("]")))
+    n = (depth + 1) ** len(pairs)
+    trans = np.zeros((n, 256), dtype=np.int32)
+    for state in range(n):
+        levels = [state // (depth + 1) ** i % (depth + 1) for i in range(len(pairs))]
+        trans[state, :] = state
+        for i, (opening, closing) in enumerate(pairs):
+            unit = (depth + 1) ** i
+            trans[state, opening] = state + unit if levels[i] < depth else -1
+            trans[state, closing] = state - unit if levels[i] > 0 else -1
+    accept = np.zeros(n, dtype=bool)
+    accept[0] = True
+    return DFA(trans, accept, np.arange(256, dtype=np.int32), 0)
+
+
+_BALANCED = _balanced_dfa()
+
+
+def _whole_words_dfa(source: str) -> DFA:
+    """JSON string content whose every word is a word of ``source``: intersected with the spans, a value
+    that starts or ends inside a word of the text ("Innovat", "202" of "2025") is refused, while a
+    value that is a run of whole words and the characters between them is not.  Bytes outside ASCII
+    letters and digits (other scripts, punctuation, blanks) are not words, and escapes (``\\n``,
+    ``\\u00e9``) are read as single characters."""
+    words = sorted({w for w in _WORD.findall(source.encode("utf-8", "surrogatepass"))})
+    # states: 0 outside a word (accepting), 1 after a backslash, 2-5 inside \uXXXX (hex digits left:
+    # 4..1), then the trie of the words (6 = its root, never entered: a word starts with its first byte)
+    children: list[dict[int, int]] = [{}]
+    ends = [False]
+    for w in words:
+        node = 0
+        for b in w:
+            nxt = children[node].get(b)
+            if nxt is None:
+                nxt = children[node][b] = len(children)
+                children.append({})
+                ends.append(False)
+            node = nxt
+        ends[node] = True
+    base = 6
+    n = base + len(children)
+    trans = np.full((n, 256), -1, dtype=np.int32)
+    outside_row = np.where(_ALNUM, -1, 0).astype(np.int32)  # a non-word byte stays outside
+    outside_row[ord("\\")] = 1
+    for b, t in children[0].items():
+        outside_row[b] = base + t
+    trans[0] = outside_row
+    trans[1, list(b'"\\/bfnrt')] = 0
+    trans[1, ord("u")] = 2
+    for k in range(2, 5):
+        trans[k, _HEX] = k + 1
+    trans[5, _HEX] = 0
+    accept = np.zeros(n, dtype=bool)
+    accept[0] = True
+    for t in range(1, len(children)):
+        row = trans[base + t]
+        if ends[t]:  # a word may end here: what follows is read as outside
+            row[:] = outside_row
+            row[_ALNUM] = -1
+            accept[base + t] = True
+        for b, c in children[t].items():
+            row[b] = base + c
+    return DFA(trans, accept, np.arange(256, dtype=np.int32), 0)
 
 
 def _is_surrogate(ch: str) -> bool:

@@ -44,6 +44,8 @@ class SchemaOptions:
     #: with ``source``: numbers too are ones the source writes (those that meet the number's keywords;
     #: the number is left free where none does)
     ground_numbers: bool = False
+    #: with ``source``: optional members the text plainly states are written (``strings.stated_in_source``)
+    stated_members: bool = True
 
     def __post_init__(self) -> None:
         if self.format not in FORMAT_MODES:

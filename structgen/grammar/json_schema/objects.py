@@ -186,6 +186,8 @@ class ObjectsMixin:
                     alts.append((mark, seq(key_sym, self.COLON, e)))
             if not alts and k in required:
                 return None
+            if alts and k not in required and self.stated_in_source(value_nodes_for(k)):
+                required.add(k)  # grounded extraction: a member the text states is written
             if k not in required:
                 self.forget_empty(empty_mark)
             if alts:

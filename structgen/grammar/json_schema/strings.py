@@ -7,13 +7,13 @@ from __future__ import annotations
 from ...errors import GrammarError, SchemaError, UnsupportedFeature
 from ..formats import FORMAT_REGEXES, UNSUPPORTED_FORMATS
 from ...automata.fsa import DFA, difference, difference_literals
-from ..grounding import longest_span, product_within, span_string_dfa
+from ..grounding import longest_span, product_within, span_string_dfa, words_of
 from ...automata.lazy_dfa import LazyDFA
 from ..ir import Expr, Graph, alt, seq
 from ..regex_syntax import relaxed_pattern
 from ..json_strings import (CHUNK_CHARS, MAX_DIRECT_LENGTH, chunk_terminals, lazy_content, string_dfa, string_forms,
                             tail_terminal)
-from .json_values import check_pattern, tighten_counts
+from .json_values import check_pattern, tighten_counts, trivial
 from .limits import ANNOTATIONS, MAX_GRAPH_STATES
 from .refs import SchemaNode
 
@@ -136,6 +136,36 @@ class StringsMixin:
             if not flag:
                 return False
         return True
+
+    def stated_in_source(self, nodes: list[SchemaNode]) -> bool:
+        """Does the source state this optional member?  Where the text plainly holds a value for it: an
+        ``enum`` string written in the text as whole words, or a string whose pattern or format some
+        span of the text meets (an e-mail, an SKU, a time).  Grounded extraction then writes the
+        member (a small model leaves out a third of the optional members a text states); plain
+        strings and numbers, which any text could fill, stay optional.  Only with ``source=``, for
+        values the grounding reaches (``x-grounded: false`` opts out; ``SchemaOptions.stated_members=False``
+        turns it off, as ``generate_json`` does where the members would not fit ``max_tokens``)."""
+        nodes = [n for n in nodes if not trivial(n.schema)]  # the closing node of members="named" names it with {}
+        if (self.opts.source is None or not self.opts.stated_members or self._key_depth or len(nodes) != 1
+                or not isinstance(nodes[0].schema, dict)):
+            return False
+        s = nodes[0].schema
+        if s.get(GROUNDED_KEYWORD, True) is not True or any(k in s for k in ("$ref", "allOf", "anyOf", "oneOf", "not", "if")):
+            return False
+        words = set(words_of(self.opts.source.lower()))
+        enum = s.get("enum")
+        if isinstance(enum, list):
+            return any(isinstance(v, str) and v.strip() and set(words_of(v.lower())) <= words
+                       and v.lower() in self.opts.source.lower() for v in enum)
+        patterns = [s["pattern"]] if isinstance(s.get("pattern"), str) else []
+        formats = [s["format"]] if isinstance(s.get("format"), str) and self.opts.format == "assert" else []
+        if s.get("type") != "string" or not (patterns or formats):
+            return False
+        try:
+            return not product_within(span_string_dfa(self.opts.source),
+                                      string_dfa(tuple(patterns), 0, None, tuple(formats))).is_empty()
+        except (UnsupportedFeature, GrammarError, SchemaError):
+            return False
 
     def grounded_string(self, nodes: list[SchemaNode], patterns: list[str], formats: list[str], lo: int,
                         hi: int | None, not_patterns: list[str], not_formats: list[str], ex: list[str]) -> Expr | None:

@@ -181,3 +181,45 @@ def test_a_50k_character_source_compiles_quickly(comp):
     for bad in ('{"name": "Marie Dupont"}', '{"tags": [%s]}' % too_long, '{"either": "Marie"}'):
         m = Matcher(g)
         assert not (m.accept_string(bad) and m.is_accepting()), bad
+
+
+@pytest.mark.parametrize("value,ok", [
+    ("Accra", True), ("Ac", False), ("ccra", False), ("2025", True), ("202", False), ("Open Source Workshop", True),
+    ("Source Work", False), ("(988) 847-7508", True), ("988) 847-7508", False), ("(988", False),
+    ("silva.m@brightwater.tv", True), ("[draft]", True), ("draft]", False),
+])
+def test_spans_never_cut_a_word_and_keep_both_brackets_of_a_pair(value, ok):
+    """A small model cut words ("Ac" for Accra, "202" for 2025) and pairs ("988) 847-7508") when the tokens
+    inside a JSON string were unusual; such spans are refused by the automaton, as by is_span."""
+    text = "On 2025-01-13 the Open Source Workshop [draft] meets in Accra; call (988) 847-7508 or silva.m@brightwater.tv."
+    assert span_content_dfa(text).matches(content(value)) is ok
+    assert is_span(value, text) is ok
+
+
+def test_words_of_other_scripts_are_not_cut_by_the_word_rule():
+    text = "東京タワーは高い。Café crème"
+    d = span_content_dfa(text)
+    assert d.matches(content("東京")) and d.matches(content("タワー"))  # no ASCII words: any span
+    # words are ASCII runs: "Caf" is a whole word of "Café" by that rule (a known limit), "Ca" is not
+    assert d.matches(content("Café")) and d.matches(content("Caf")) and not d.matches(content("Ca"))
+
+
+def test_an_optional_member_the_source_states_is_written(smol_info):
+    comp = GrammarCompiler(smol_info)
+    schema = {"type": "object", "properties": {
+        "product": {"type": "string"}, "sku": {"type": "string", "pattern": "^[A-Z]{3}-[0-9]{4}$"},
+        "cabin": {"enum": ["economy", "business"]}, "note": {"type": "string"}, "missing": {"type": "string",
+                                                                                          "format": "email"}},
+        "required": ["product"], "additionalProperties": False}
+    src = "One Cast Iron Skillet (SKU KIT-1482), shipped in business class."
+
+    def ok(text, **kw):
+        m = Matcher(comp.compile_json_schema(schema, source=src, **kw))
+        return m.accept_string(text) and m.is_accepting()
+
+    full = '{"product":"Cast Iron Skillet","sku":"KIT-1482","cabin":"business"}'
+    assert ok(full) and ok('{"product":"Cast Iron Skillet","sku":"KIT-1482","cabin":"business","note":"One"}')
+    assert not ok('{"product":"Cast Iron Skillet","cabin":"business"}')  # the text states an SKU
+    assert not ok('{"product":"Cast Iron Skillet","sku":"KIT-1482"}')  # and a cabin it names
+    assert ok('{"product":"Cast Iron Skillet"}', stated_members=False)  # the option gives them back
+    assert ok('{"product":"Cast Iron Skillet","cabin":"business"}', stated_members=False)
