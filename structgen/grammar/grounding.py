@@ -33,7 +33,7 @@ import re
 
 import numpy as np
 
-from ..automata.fsa import DFA, MAX_DFA_STATES, dfa_cache, empty_dfa, minimize, trim
+from ..automata.fsa import DFA, MAX_DFA_STATES, dfa_cache, empty_dfa, literal_set_dfa, minimize, trim
 from ..automata.product_kernels import pair_product
 from ..errors import GrammarError
 from .json_strings import quoted
@@ -148,44 +148,28 @@ def _whole_words_dfa(source: str) -> DFA:
     value that is a run of whole words and the characters between them is not.  Bytes outside ASCII
     letters and digits (other scripts, punctuation, blanks) are not words, and escapes (``\\n``,
     ``\\u00e9``) are read as single characters."""
-    words = sorted({w for w in _WORD.findall(source.encode("utf-8", "surrogatepass"))})
+    words = literal_set_dfa(_WORD.findall(source.encode("utf-8", "surrogatepass")))  # the words' trie
     # states: 0 outside a word (accepting), 1 after a backslash, 2-5 inside \uXXXX (hex digits left:
-    # 4..1), then the trie of the words (6 = its root, never entered: a word starts with its first byte)
-    children: list[dict[int, int]] = [{}]
-    ends = [False]
-    for w in words:
-        node = 0
-        for b in w:
-            nxt = children[node].get(b)
-            if nxt is None:
-                nxt = children[node][b] = len(children)
-                children.append({})
-                ends.append(False)
-            node = nxt
-        ends[node] = True
+    # 4..1), then the trie's states from 6 (its start is never entered: a word starts with its first byte)
     base = 6
-    n = base + len(children)
-    trans = np.full((n, 256), -1, dtype=np.int32)
+    inside = np.where(words.trans[:, words.classmap] >= 0, words.trans[:, words.classmap] + base, -1)
+    inside[:, ~_ALNUM] = -1  # only letters and digits continue a word
     outside_row = np.where(_ALNUM, -1, 0).astype(np.int32)  # a non-word byte stays outside
     outside_row[ord("\\")] = 1
-    for b, t in children[0].items():
-        outside_row[b] = base + t
+    outside_row[_ALNUM] = inside[words.start, _ALNUM]
+    trans = np.full((base + words.n_states, 256), -1, dtype=np.int32)
     trans[0] = outside_row
     trans[1, list(b'"\\/bfnrt')] = 0
     trans[1, ord("u")] = 2
     for k in range(2, 5):
         trans[k, _HEX] = k + 1
     trans[5, _HEX] = 0
-    accept = np.zeros(n, dtype=bool)
+    trans[base:] = inside
+    ends = base + np.flatnonzero(words.accept)  # a word may end here: what follows is read as outside
+    trans[np.ix_(ends, np.flatnonzero(~_ALNUM))] = outside_row[~_ALNUM]
+    accept = np.zeros(len(trans), dtype=bool)
     accept[0] = True
-    for t in range(1, len(children)):
-        row = trans[base + t]
-        if ends[t]:  # a word may end here: what follows is read as outside
-            row[:] = outside_row
-            row[_ALNUM] = -1
-            accept[base + t] = True
-        for b, c in children[t].items():
-            row[b] = base + c
+    accept[ends] = True
     return DFA(trans, accept, np.arange(256, dtype=np.int32), 0)
 
 

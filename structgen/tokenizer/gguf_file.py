@@ -25,6 +25,7 @@ __all__ = ["reader", "shared_readers"]
 _LOCK = threading.RLock()
 _CACHE: dict[tuple, Any] = {}
 _SHARING = 0  # depth of nested shared_readers()
+_ORIGINAL: tuple = ()  # gguf's reader and tensor-name map while shared_readers() replaces them
 
 
 @functools.lru_cache(maxsize=1)
@@ -72,12 +73,11 @@ def shared_readers() -> Iterator[None]:
     import gguf
     import gguf.gguf_reader as gguf_reader_module
 
-    global _SHARING
+    global _SHARING, _ORIGINAL
     _reader_class()  # subclass gguf's own reader before it is replaced below
     with _LOCK:
         if _SHARING == 0:
-            original = gguf.GGUFReader, gguf.get_tensor_name_map
-            shared_readers._original = original
+            _ORIGINAL = original = gguf.GGUFReader, gguf.get_tensor_name_map
 
             def opened(path, mode="r"):
                 return reader(path) if mode == "r" else original[0](path, mode)
@@ -92,6 +92,6 @@ def shared_readers() -> Iterator[None]:
         with _LOCK:
             _SHARING -= 1
             if _SHARING == 0:
-                gguf.GGUFReader, gguf.get_tensor_name_map = shared_readers._original
-                gguf_reader_module.GGUFReader = shared_readers._original[0]
+                gguf.GGUFReader, gguf.get_tensor_name_map = _ORIGINAL
+                gguf_reader_module.GGUFReader = _ORIGINAL[0]
                 _CACHE.clear()

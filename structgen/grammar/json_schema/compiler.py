@@ -63,6 +63,7 @@ class SchemaCompiler(LogicMixin, FiniteValuesMixin, StringsMixin, NumbersMixin, 
         self._closers: dict[tuple, dict] = {}  # (names, patterns) -> the schema closing an object to them
         self.emptied_by_policy: list[str] = []  # pointers of objects strict=True left without a value
         self._terms: dict[tuple, Sym] = {}
+        self._spans_meeting: dict[tuple, DFA] = {}  # grounding: (patterns, formats) -> the spans meeting them
         self._validator = None
         # the root's draft; a "$schema" inside switches it for what that subschema reaches (refs.SchemaNode)
         self.root_draft = declared_draft(root)

@@ -162,10 +162,21 @@ class StringsMixin:
         if s.get("type") != "string" or not (patterns or formats):
             return False
         try:
-            return not product_within(span_string_dfa(self.opts.source),
-                                      string_dfa(tuple(patterns), 0, None, tuple(formats))).is_empty()
+            return not self.spans_meeting(tuple(patterns), tuple(formats)).is_empty()
         except (UnsupportedFeature, GrammarError, SchemaError):
             return False
+
+    def spans_meeting(self, patterns: tuple[str, ...], formats: tuple[str, ...]) -> DFA:
+        """The source's spans (a string literal) that meet ``patterns`` and ``formats``, made once per
+        compile: :meth:`stated_in_source` asks before the member's value is compiled from them."""
+        memo = self._spans_meeting
+        hit = memo.get((patterns, formats))
+        if hit is None:
+            d = span_string_dfa(self.opts.source)
+            if patterns or formats:
+                d = product_within(d, string_dfa(patterns, 0, None, formats))
+            hit = memo[(patterns, formats)] = d
+        return hit
 
     def grounded_string(self, nodes: list[SchemaNode], patterns: list[str], formats: list[str], lo: int,
                         hi: int | None, not_patterns: list[str], not_formats: list[str], ex: list[str]) -> Expr | None:
@@ -180,11 +191,9 @@ class StringsMixin:
             return self.not_grounded(nodes, "the source has no span (it is empty or all whitespace)")
         if lo > longest:
             return self.not_grounded(nodes, f"minLength {lo} is longer than the source's longest span ({longest})")
-        d = span_string_dfa(source)
         char_bounds = None
         try:
-            if patterns or formats:
-                d = product_within(d, string_dfa(tuple(patterns), 0, None, tuple(formats)))
+            d = self.spans_meeting(tuple(patterns), tuple(formats))
             for f in not_formats:
                 d = product_within(d, string_dfa(formats=(f,)), "diff")
             for p in not_patterns:
